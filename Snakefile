@@ -1,0 +1,23 @@
+# fourloops: render -> generate -> keypoints -> fit -> ladder table. Table of contents only.
+from snakemake.utils import min_version, validate
+
+min_version("9.27")
+
+
+configfile: os.path.join(workflow.basedir, "config", "config.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/models.smk"
+include: "rules/render.smk"
+include: "rules/generate.smk"
+include: "rules/keypoints.smk"
+include: "rules/fit.smk"
+include: "rules/ladder.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "results/ladder.csv",
+        "results/ladder.png",

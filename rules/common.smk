@@ -1,0 +1,173 @@
+# Helpers shared by the stage files: config checks, paths, input functions, resource asks.
+import json
+import os
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+from fourloops import asks, provenance
+from fourloops.backends import BACKENDS, SMOKE_BACKENDS
+from fourloops.config import ConfigError, check_config
+
+try:
+    check_config(
+        config,
+        Path(workflow.basedir) / "config" / "schema.yaml",
+        BACKENDS,
+        SMOKE_BACKENDS,
+        fill_defaults=validate,
+    )
+except ConfigError as err:
+    raise WorkflowError(str(err)) from None
+
+# Jobs read the top-level invocation from here for their provenance (secrets redacted).
+os.environ.setdefault("FOURLOOPS_INVOCATION", provenance.redact(" ".join(sys.argv)))
+os.environ.setdefault("FOURLOOPS_REPO", str(workflow.basedir))
+
+SMOKE = config["model_set"] == "smoke"
+CONDITIONS = list(config["conditions"])
+SOURCES = CONDITIONS + ["floor", "floor_gt"]
+
+
+def az_tag(azimuth):
+    return f"{int(azimuth):03d}"
+
+
+RENDER_TAGS = [az_tag(a) for a in config["azimuths"]]
+LADDER_TAGS = [az_tag(a) for a in config["ladder"]["azimuths"]]
+
+
+wildcard_constraints:
+    az="|".join(sorted(set(RENDER_TAGS) | set(LADDER_TAGS))),
+    condition="|".join(CONDITIONS),
+    source="|".join(SOURCES),
+    backend="|".join(SMOKE_BACKENDS),
+
+
+SMOKE_GENERATOR_DIR = "models/smoke/generator-{backend}"
+SMOKE_DETECTOR = "models/smoke/rfdetr-keypoint.pth"
+
+
+def generator_settings():
+    """The generator as the run uses it: the configured one, or its smoke stand-in."""
+    gen = dict(config["generator"])
+    if SMOKE:
+        backend = config["smoke"]["generator_backend"]
+        gen.update(
+            backend=backend,
+            model=SMOKE_GENERATOR_DIR.format(backend=backend),
+            revision=None,
+            precision="fp32",
+            device="cpu",
+            steps=config["smoke"]["generator_steps"],
+            size=config["smoke"]["generator_size"],
+        )
+    return gen
+
+
+def detector_settings():
+    det = dict(config["keypoints"])
+    if SMOKE:
+        det.update(weights=SMOKE_DETECTOR, device="cpu", resolution=config["smoke"]["keypoints_resolution"])
+    else:
+        det["weights"] = os.path.expanduser(det["weights"])
+    return det
+
+
+def camera_settings():
+    return dict(config["render"]["camera"], image_size=config["render"]["image_size"])
+
+
+def render_image(tag):
+    return f"results/render/az{tag}.png"
+
+
+def render_keypoints(tag):
+    return f"results/render/az{tag}.json"
+
+
+def get_generate_inputs(wildcards):
+    cond = config["conditions"][wildcards.condition]
+    inputs = {"references": [render_image(az_tag(a)) for a in cond["references"]]}
+    if SMOKE:
+        inputs["model"] = generator_settings()["model"]
+    return inputs
+
+
+def get_generate_params(wildcards):
+    cond = config["conditions"][wildcards.condition]
+    return {
+        "condition": wildcards.condition,
+        "references": list(cond["references"]),
+        "prompt": cond["prompt"],
+        "lora": bool(cond.get("lora", False)),
+        "azimuths": list(config["ladder"]["azimuths"]),
+        "seed": config["seed"],
+        "model_set": config["model_set"],
+        "generator": generator_settings(),
+    }
+
+
+def get_keypoint_inputs(wildcards):
+    if wildcards.kpset == "render":
+        images = [render_image(t) for t in RENDER_TAGS]
+        manifest = []
+    else:
+        images = [f"results/generate/{wildcards.kpset}/az{t}.png" for t in LADDER_TAGS]
+        manifest = [f"results/generate/{wildcards.kpset}/views.json"]
+    inputs = {"images": images, "manifest": manifest}
+    if SMOKE:
+        inputs["weights"] = SMOKE_DETECTOR
+    return inputs
+
+
+def get_fit_inputs(wildcards):
+    if wildcards.source == "floor_gt":
+        points = [render_keypoints(t) for t in RENDER_TAGS]
+    elif wildcards.source == "floor":
+        points = [f"results/keypoints/render/az{t}.json" for t in RENDER_TAGS]
+    else:
+        points = [f"results/keypoints/{wildcards.source}/az{t}.json" for t in LADDER_TAGS]
+    return {"points": points, "skeleton": "results/render/skeleton.json"}
+
+
+def get_fit_params(wildcards):
+    azimuths = config["ladder"]["azimuths"] if wildcards.source in CONDITIONS else config["azimuths"]
+    return {
+        "source": wildcards.source,
+        "kind": "ground_truth" if wildcards.source == "floor_gt" else "detector",
+        "azimuths": list(azimuths),
+        "camera": camera_settings(),
+        "fit": dict(config["fit"]),
+    }
+
+
+def get_ladder_inputs(wildcards):
+    return {
+        "fits": expand("results/fit/{source}.json", source=SOURCES),
+        "manifests": expand("results/generate/{condition}/views.json", condition=CONDITIONS),
+    }
+
+
+# What each job asks of the machine (the wall check compares these with config/machines.yaml).
+MODEL_FACTS = asks.load_facts(Path(workflow.basedir) / "config" / "models.yaml")
+
+
+def generate_vram_mb(wildcards):
+    gen = generator_settings()
+    if SMOKE:
+        return 0
+    return asks.generator_vram_mb(MODEL_FACTS, gen["backend"], gen["precision"])
+
+
+def keypoints_vram_mb(wildcards):
+    return 0 if SMOKE or detector_settings()["device"] == "cpu" else asks.detector_vram_mb(MODEL_FACTS)
+
+
+def generate_mem_mb(wildcards):
+    return 3000 if SMOKE else asks.generator_ram_mb(MODEL_FACTS, generator_settings()["backend"])
+
+
+def get_render_azimuth(wildcards):
+    return int(wildcards.az)

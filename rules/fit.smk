@@ -1,0 +1,23 @@
+# The azimuth back from 2D keypoints, per source: a condition, the renders (floor), their ground truth (floor_gt).
+
+
+rule fit:
+    input:
+        unpack(get_fit_inputs),
+    output:
+        fit="results/fit/{source}.json",
+        provenance="results/provenance/fit/{source}.json",
+    log:
+        "logs/fit/{source}.log",
+    benchmark:
+        "benchmarks/fit/{source}.tsv"
+    params:
+        job=get_fit_params,
+        model_set=config["model_set"],
+    threads: 1
+    resources:
+        profile="desk",
+        mem_mb=1000,
+        vram_mb=0,
+    script:
+        "../scripts/fit.py"

@@ -1,0 +1,24 @@
+# New views per ladder condition: one job loads the generator once and makes every azimuth.
+
+
+rule generate:
+    input:
+        unpack(get_generate_inputs),
+    output:
+        images=expand("results/generate/{{condition}}/az{az}.png", az=LADDER_TAGS),
+        manifest="results/generate/{condition}/views.json",
+        provenance="results/provenance/generate/{condition}.json",
+    log:
+        "logs/generate/{condition}.log",
+    benchmark:
+        "benchmarks/generate/{condition}.tsv"
+    params:
+        job=get_generate_params,
+        model_set=config["model_set"],
+    threads: 1
+    resources:
+        profile="pod",
+        mem_mb=generate_mem_mb,
+        vram_mb=generate_vram_mb,
+    script:
+        "../scripts/generate.py"

@@ -1,0 +1,38 @@
+# RF-DETR keypoints (COCO-17) on every render and every generated view; one model load per set.
+
+
+rule keypoints:
+    input:
+        unpack(get_keypoint_inputs),
+    output:
+        points=expand("results/keypoints/{{kpset}}/az{az}.json", az=RENDER_TAGS),
+        provenance="results/provenance/keypoints/{kpset}.json",
+    log:
+        "logs/keypoints/{kpset}.log",
+    benchmark:
+        "benchmarks/keypoints/{kpset}.tsv"
+    wildcard_constraints:
+        kpset="render",
+    params:
+        detector=detector_settings(),
+        azimuths=config["azimuths"],
+        model_set=config["model_set"],
+    threads: 1
+    resources:
+        profile="desk",
+        mem_mb=3000,
+        vram_mb=keypoints_vram_mb,
+    script:
+        "../scripts/keypoints.py"
+
+
+use rule keypoints as keypoints_generated with:
+    output:
+        points=expand("results/keypoints/{{kpset}}/az{az}.json", az=LADDER_TAGS),
+        provenance="results/provenance/keypoints/{kpset}.json",
+    wildcard_constraints:
+        kpset="|".join(CONDITIONS),
+    params:
+        detector=detector_settings(),
+        azimuths=config["ladder"]["azimuths"],
+        model_set=config["model_set"],

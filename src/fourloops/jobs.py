@@ -1,0 +1,92 @@
+"""Glue between a Snakemake `script:` job and the library: logging, threads, provenance.
+
+This is the one module (besides the executor and plan code) that knows Snakemake's script object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import os
+import sys
+import time
+from typing import Any, Iterator
+
+from fourloops import provenance
+from fourloops.io import write_json
+
+
+def _plain(obj: Any) -> Any:
+    """Snakemake Namedlists and nested values to JSON-able plain values."""
+    if hasattr(obj, "items") and callable(obj.items):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
+class JobContext:
+    def __init__(self, smk):
+        self.smk = smk
+        self.fields: dict = {}
+
+    def record(self, **fields: Any) -> None:
+        """Add fields (models, seed, precision, model_set, ...) to this job's provenance record."""
+        self.fields.update(fields)
+
+
+@contextlib.contextmanager
+def job(smk) -> Iterator[JobContext]:
+    """Run a script job: log to its log file, pin torch threads, write its provenance on success."""
+    threads = max(1, int(getattr(smk, "threads", 1) or 1))
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    log_path = smk.log[0] if len(smk.log) else None
+    log_fh = None
+    if log_path:
+        os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+        log_fh = open(log_path, "a", buffering=1, encoding="utf-8")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(log_fh.fileno(), 1)
+        os.dup2(log_fh.fileno(), 2)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr, force=True
+    )
+    # torch reads OMP_NUM_THREADS when it is first imported; stages that import it later inherit this.
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+    started = dt.datetime.now(dt.timezone.utc)
+    t0 = time.perf_counter()
+    ctx = JobContext(smk)
+    if "model_set" in smk.params.keys():
+        ctx.record(model_set=smk.params.model_set)
+    logging.getLogger("fourloops").info("rule %s wildcards %s", smk.rule, dict(smk.wildcards.items()))
+    yield ctx
+    outputs = [f for name, f in smk.output.items() if name != "provenance"]
+    record = provenance.build_record(
+        rule=smk.rule,
+        wildcards=_plain(smk.wildcards),
+        params=_plain(smk.params),
+        inputs=list(smk.input),
+        outputs=_flatten(outputs),
+        started=started,
+        wall_seconds=time.perf_counter() - t0,
+        fields=_plain(ctx.fields),
+    )
+    write_json(smk.output.provenance, record)
+    if log_fh:
+        log_fh.flush()
+
+
+def _flatten(items) -> list[str]:
+    out = []
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            out.extend(_flatten(item))
+        else:
+            out.append(str(item))
+    return out

@@ -1,0 +1,167 @@
+"""Provenance records: what produced an artifact, with what, where, and at what cost.
+
+No secret ever lands here: the environment is never copied, and every string written passes
+through `redact`, which replaces the values of known secret variables.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import os
+import platform
+import resource
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from fourloops.io import sha256_file
+
+SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "RUNPOD_API_KEY")
+KEY_PACKAGES = (
+    "fourloops", "snakemake", "torch", "torchvision", "diffusers", "transformers", "huggingface_hub",
+    "rfdetr", "anny", "pyrender", "numpy", "scipy", "pillow", "bitsandbytes", "peft", "omnigen2",
+)
+
+
+def redact(text: str) -> str:
+    for name in SECRET_ENV:
+        value = os.environ.get(name)
+        if value and len(value) >= 4:
+            text = text.replace(value, f"<{name}>")
+    return text
+
+
+def redact_obj(obj):
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {redact(str(k)): redact_obj(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_obj(v) for v in obj]
+    return obj
+
+
+def code_version(repo: str | Path | None) -> dict:
+    """Git commit and dirty flag of the workflow's repository (None outside git)."""
+    if not repo:
+        return {"commit": None, "dirty": None}
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, timeout=30
+        ).stdout.strip()
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (subprocess.CalledProcessError, FileNotFoundError, subprocess.TimeoutExpired):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit, "dirty": dirty}
+
+
+def package_versions() -> dict:
+    out = {}
+    for name in KEY_PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def gpu_info() -> dict | None:
+    """GPU names, driver and memory in use by every process, from NVML; None without an NVIDIA driver."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            name = pynvml.nvmlDeviceGetName(handle)
+            gpus.append({
+                "index": i,
+                "name": name.decode() if isinstance(name, bytes) else name,
+                "memory_total_gib": mem.total / 2**30,
+                "memory_used_gib": mem.used / 2**30,
+            })
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        return {"driver": driver.decode() if isinstance(driver, bytes) else driver, "gpus": gpus}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process and its waited-for children (Linux reports KiB)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) / 1024.0
+
+
+def peak_vram_gib() -> float | None:
+    """Peak memory torch allocated on CUDA in this process, if torch ever used CUDA here."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return max(torch.cuda.max_memory_allocated(i) for i in range(torch.cuda.device_count())) / 2**30
+
+
+def file_entries(paths) -> list[dict]:
+    out = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            for f in sorted(x for x in p.rglob("*") if x.is_file()):
+                out.append({"path": str(f), "sha256": sha256_file(f), "bytes": f.stat().st_size})
+        elif p.exists():
+            out.append({"path": str(p), "sha256": sha256_file(p), "bytes": p.stat().st_size})
+    return out
+
+
+def machine() -> dict:
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "profile": os.environ.get("FOURLOOPS_MACHINE", "local"),
+    }
+
+
+def build_record(
+    *,
+    rule: str,
+    wildcards: dict,
+    params: dict,
+    inputs: list,
+    outputs: list,
+    started: dt.datetime,
+    wall_seconds: float,
+    fields: dict,
+) -> dict:
+    record = {
+        "schema": "fourloops.provenance/1",
+        "rule": rule,
+        "wildcards": wildcards,
+        "params": params,
+        "inputs": file_entries(inputs),
+        "outputs": file_entries(outputs),
+        "code": code_version(os.environ.get("FOURLOOPS_REPO")),
+        "python": sys.version.split()[0],
+        "packages": package_versions(),
+        "gpu": gpu_info(),
+        "machine": machine(),
+        "started": started.isoformat(timespec="seconds"),
+        "wall_seconds": round(wall_seconds, 3),
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "peak_vram_gib": peak_vram_gib(),
+        "invocation": os.environ.get("FOURLOOPS_INVOCATION", ""),
+        **fields,
+    }
+    return redact_obj(record)
