@@ -171,3 +171,15 @@ def generate_mem_mb(wildcards):
 
 def get_render_azimuth(wildcards):
     return int(wildcards.az)
+
+
+onstart:
+    # A real run checks, before its first job, that every model, weight file and device the pending
+    # jobs need is here; it never falls back to the smoke models.
+    if not SMOKE:
+        from fourloops import preflight
+
+        pending = [(job.rule.name, dict(job.params.items())) for job in workflow.dag.needrun_jobs()]
+        missing = preflight.problems(pending)
+        if missing:
+            raise WorkflowError(preflight.report(missing))

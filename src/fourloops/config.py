@@ -44,7 +44,7 @@ def _describe_allowed(error: jsonschema.ValidationError) -> str:
         return "a non-empty value"
     if kind == "pattern":
         return f"a string matching {schema['pattern']}"
-    if kind == "propertyNames":
+    if "propertyNames" in error.schema_path:
         return "names matching ^[A-Za-z][A-Za-z0-9_]*$ other than " + ", ".join(RESERVED_SOURCES)
     if kind == "multipleOf":
         return f"a multiple of {schema['multipleOf']}"
@@ -64,7 +64,7 @@ def schema_errors(config: dict, schema: dict) -> list[str]:
                 sub = f"{path}.{name}" if path != "<config>" else name
                 messages.append(f"{sub}: unknown key; allowed: {_describe_allowed(error)}")
             continue
-        if error.validator == "propertyNames":
+        if "propertyNames" in error.schema_path:
             messages.append(f"{path}: key {error.instance!r} is not allowed; allowed: {_describe_allowed(error)}")
             continue
         messages.append(f"{path} = {error.instance!r}: not allowed; allowed: {_describe_allowed(error)}")
@@ -84,7 +84,10 @@ def semantic_errors(config: dict, backends: Iterable[str], smoke_backends: Itera
     if gen["backend"] not in backends:
         messages.append(f"generator.backend = {gen['backend']!r}: not allowed; allowed: one of {list(backends)}")
     if gen["precision"] == "nf4" and gen["device"] == "cpu":
-        messages.append("generator.precision = 'nf4': needs a CUDA device (bitsandbytes); generator.device is 'cpu'")
+        messages.append(
+            "generator.precision = 'nf4': not allowed with generator.device = 'cpu'; "
+            "allowed: fp32 or bf16 on cpu (nf4 needs bitsandbytes on CUDA)"
+        )
     smoke_backend = config["smoke"]["generator_backend"]
     if smoke_backend not in smoke_backends:
         messages.append(

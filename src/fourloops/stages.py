@@ -3,7 +3,9 @@ outputs atomically, and returns the fields its provenance record needs."""
 
 from __future__ import annotations
 
-import math
+import os
+import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,164 @@ def camera_from(camera: dict, center) -> OrbitCamera:
         image_size=int(camera["image_size"]),
         target=tuple(float(c) for c in center),
     )
+
+
+# ------------------------------------------------------------------------------------------- render
+def body_from(body: dict):
+    from fourloops.body import DEFAULT_PHENOTYPE, DEFAULT_POSE, build_body
+
+    return build_body({**DEFAULT_PHENOTYPE, **body.get("phenotype", {})}, {**DEFAULT_POSE, **body.get("pose", {})})
+
+
+def skeleton_stage(body: dict, out: str) -> dict:
+    """The posed body's COCO-17 joints in world coordinates and its bounding-box centre (the camera target)."""
+    from fourloops.body import COCO17_NAMES
+
+    b = body_from(body)
+    write_json(
+        out,
+        {
+            "names": list(COCO17_NAMES),
+            "keypoints3d": b.keypoints3d.tolist(),
+            "center": b.center.tolist(),
+            "height_m": float(b.height_m),
+            "vertices": int(len(b.vertices)),
+            "faces": int(len(b.faces)),
+        },
+    )
+    return {"body": {"vertices": int(len(b.vertices)), "height_m": float(b.height_m)}}
+
+
+def render_stage(
+    skeleton: str, image_out: str, keypoints_out: str, azimuth: int, body: dict, camera: dict, background
+) -> dict:
+    """Render one view and write its ground-truth keypoints (pixels, COCO visibility)."""
+    from fourloops.body import COCO17_NAMES
+    from fourloops.io import save_image
+    from fourloops.render import Renderer
+
+    skel = read_json(skeleton)
+    b = body_from(body)
+    if not np.allclose(b.center, skel["center"]):
+        raise RuntimeError(f"the body built here differs from {skeleton}; rebuild the skeleton")
+    cam = camera_from(camera, skel["center"])
+    with Renderer(cam.image_size) as renderer:
+        result = renderer.render(b, cam, float(azimuth), tuple(background))
+    save_image(image_out, result.image)
+    write_json(
+        keypoints_out,
+        {
+            "image": str(image_out),
+            "image_size": [cam.image_size, cam.image_size],
+            "azimuth_deg": int(azimuth),
+            "names": list(COCO17_NAMES),
+            "keypoints": result.keypoints2d.tolist(),
+            "visibility": [int(v) for v in result.visibility],
+            "camera": {**camera, "target": list(skel["center"])},
+        },
+    )
+    return {"renderer": "pyrender (EGL)", "azimuth_deg": int(azimuth)}
+
+
+# ----------------------------------------------------------------------------------------- generate
+STAGING_PREFIX = ".views-partial-"
+
+
+def generate_stage(
+    references: list[str],
+    images_out: list[str],
+    manifest_out: str,
+    condition: str,
+    prompt: str,
+    lora: bool,
+    azimuths: list[int],
+    seed: int,
+    model_set: str,
+    generator: dict,
+    **_ignored,
+) -> dict:
+    """Every requested view of one condition from one model load.
+
+    Views are staged in a hidden folder and moved into place only when all are done; the manifest,
+    which the next stage depends on, is written last. A killed job leaves only the hidden folder.
+    """
+    from PIL import Image
+
+    from fourloops import generate as gen
+    from fourloops.io import save_image
+
+    if lora:
+        raise ValueError(f"condition {condition}: the camera LoRA rule does not exist yet")
+    if len(images_out) != len(azimuths):
+        raise ValueError(f"{len(images_out)} outputs for {len(azimuths)} azimuths")
+    out_dir = Path(manifest_out).parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob(STAGING_PREFIX + "*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = out_dir / f"{STAGING_PREFIX}{os.getpid()}"
+    staging.mkdir()
+
+    size = int(generator["size"])
+    refs = [Image.open(p).convert("RGB").resize((size, size), Image.Resampling.LANCZOS) for p in references]
+    settings = {
+        "num_inference_steps": int(generator["steps"]),
+        "guidance": float(generator["guidance"]),
+        "width": size,
+        "height": size,
+        "negative_prompt": generator["negative_prompt"],
+    }
+    loads_before = gen.LOADS
+    t0 = time.perf_counter()
+    model = gen.load_backend(
+        generator["backend"], generator["model"], generator["revision"], generator["precision"],
+        generator["device"], settings,
+    )
+    load_seconds = time.perf_counter() - t0
+    views = {}
+    for azimuth, out in zip(azimuths, images_out):
+        text = prompt.format(azimuth=azimuth)
+        view_seed = int(seed) + int(azimuth)
+        t1 = time.perf_counter()
+        image = model.generate(refs, text, view_seed)
+        seconds = time.perf_counter() - t1
+        save_image(staging / Path(out).name, image)
+        views[str(azimuth)] = {"image": str(out), "prompt": text, "seed": view_seed, "seconds": round(seconds, 4)}
+
+    from fourloops.provenance import peak_vram_gib
+
+    peak = peak_vram_gib()
+    for out in images_out:
+        os.replace(staging / Path(out).name, out)
+    staging.rmdir()
+    description = model.describe()
+    write_json(
+        manifest_out,
+        {
+            "condition": condition,
+            "model_set": model_set,
+            "generator": {k: generator[k] for k in ("backend", "model", "revision", "precision", "device")},
+            "model": description,
+            "model_loads": gen.LOADS - loads_before,
+            "load_seconds": round(load_seconds, 4),
+            "references": list(references),
+            "lora": bool(lora),
+            "peak_vram_gib": peak,
+            "views": views,
+        },
+    )
+    return {
+        "models": [description],
+        "seed": int(seed),
+        "precision": generator["precision"],
+        "model_loads": gen.LOADS - loads_before,
+    }
+
+
+def smoke_generator_stage(backend: str, out_dir: str, seed: int) -> dict:
+    from fourloops.smoke_generators import build_smoke_generator
+
+    info = build_smoke_generator(backend, out_dir, int(seed))
+    return {"seed": int(seed), "precision": "fp32", "smoke_model": info}
 
 
 # ---------------------------------------------------------------------------------------------- fit

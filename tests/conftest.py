@@ -1,0 +1,70 @@
+"""Shared fixtures. The smoke ladder runs once per test session; tests that need a built workflow
+copy its working directory instead of building again (2-core machines: one torch thread each)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+# Fake secrets: the smoke run carries them in its environment; no artifact may contain them.
+FAKE_SECRETS = {
+    "HF_TOKEN": "fake-hf-token-Zq8Wv3Kp1Lm9",
+    "RUNPOD_API_KEY": "fake-runpod-key-Yt5Rb2Nx7Hc4",
+}
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+# Anny builds its ~790 MB cache once (about 35 s); keep it across sessions on this machine.
+os.environ.setdefault("ANNY_CACHE_DIR", str(Path.home() / ".cache" / "fourloops" / "anny"))
+
+
+def snakemake_env(**extra: str) -> dict:
+    env = dict(os.environ)
+    env.pop("FOURLOOPS_INVOCATION", None)
+    env.update(extra)
+    return env
+
+
+def run_snakemake(workdir: Path, *args: str, env: dict | None = None, check: bool = True, timeout: int = 900):
+    """Run the workflow's CLI on `workdir` with the smoke profile."""
+    cmd = [
+        SNAKEMAKE,
+        "-s", str(REPO / "Snakefile"),
+        "--profile", str(REPO / "profiles" / "smoke"),
+        "--directory", str(workdir),
+        *args,
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=env or snakemake_env(), timeout=timeout, cwd=workdir
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """The smoke ladder from an empty working directory, with fake secrets in the environment."""
+    workdir = tmp_path_factory.mktemp("smoke-ladder")
+    t0 = time.perf_counter()
+    proc = run_snakemake(workdir, "results/ladder.csv", env=snakemake_env(**FAKE_SECRETS))
+    return {"workdir": workdir, "proc": proc, "seconds": time.perf_counter() - t0}
+
+
+@pytest.fixture
+def built_copy(smoke_run, tmp_path):
+    """A private copy of the finished smoke workdir (mtimes and .snakemake metadata kept)."""
+    dest = tmp_path / "work"
+    shutil.copytree(smoke_run["workdir"], dest, symlinks=True)
+    return dest

@@ -1,0 +1,230 @@
+"""Tests of fourloops.generate on the tiny smoke pipeline (CPU, one thread, no network)."""
+
+from __future__ import annotations
+
+import io as _io
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # nothing in these tests may reach a model hub
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from fourloops import generate as G
+from fourloops.io import read_json, sha256_file
+from fourloops.smoke_generators import build_smoke_generator
+
+torch.set_num_threads(1)
+
+BACKEND = "qwen_image_edit_plus"
+SEED = 0
+SETTINGS = {"num_inference_steps": 2, "guidance": 4.0, "width": 128, "height": 128, "negative_prompt": None}
+PROMPT = "the same person, camera orbited to {azimuth} degrees"
+
+
+def _refs(n: int, size: int = 128) -> list[Image.Image]:
+    return [Image.fromarray(np.random.RandomState(i).randint(0, 256, (size, size, 3), dtype=np.uint8))
+            for i in range(n)]
+
+
+def _png(image: Image.Image) -> bytes:
+    buf = _io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _file_hashes(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def smoke_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("smoke") / BACKEND
+    build_smoke_generator(BACKEND, str(out), SEED)
+    return out
+
+
+@pytest.fixture(scope="session")
+def generator(smoke_dir):
+    return G.load_backend(BACKEND, str(smoke_dir), None, "fp32", "cpu", SETTINGS)
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Fail any attempt to open a network connection."""
+    attempts = []
+
+    def refuse(self, address, *args, **kwargs):
+        attempts.append(address)
+        raise OSError(f"test forbids network access (tried {address!r})")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    return attempts
+
+
+# --- the smoke model set ------------------------------------------------------------------------
+
+
+def test_smoke_build_writes_metadata_and_is_deterministic(smoke_dir, tmp_path):
+    meta = read_json(smoke_dir / "smoke.json")
+    assert meta == {"model_set": "smoke", "backend": BACKEND, "seed": SEED, "built_by": "fourloops.smoke_generators"}
+    assert (smoke_dir / "model_index.json").is_file()
+    again = tmp_path / "again"
+    assert build_smoke_generator(BACKEND, str(again), SEED) == meta
+    assert _file_hashes(again) == _file_hashes(smoke_dir)
+    other = tmp_path / "other"
+    build_smoke_generator(BACKEND, str(other), SEED + 1)
+    weights = "transformer/diffusion_pytorch_model.safetensors"
+    assert sha256_file(other / weights) != sha256_file(smoke_dir / weights)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no leftover partial dirs
+
+
+def test_smoke_build_refuses_omnigen2_and_unknown(tmp_path):
+    with pytest.raises(ValueError, match="omnigen2"):
+        build_smoke_generator("omnigen2", str(tmp_path / "o"), SEED)
+    with pytest.raises(ValueError, match="nope"):
+        build_smoke_generator("nope", str(tmp_path / "n"), SEED)
+    assert not (tmp_path / "o").exists()
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def test_loads_from_saved_dir(generator, smoke_dir):
+    d = generator.describe()
+    assert d["backend"] == BACKEND
+    assert d["model"] == str(smoke_dir)
+    assert d["pipeline_class"].endswith("QwenImageEditPlusPipeline")
+    assert d["model_index_class"] == "QwenImageEditPlusPipeline"
+    assert d["precision"] == "fp32" and d["device"] == "cpu"
+    assert d["revision_kind"] == "local_dir_sha256" and len(d["revision"]) == 64
+    assert d["revision"] == G.local_dir_digest(smoke_dir)
+    assert 0 < d["parameters"] < 1_000_000
+    assert d["parameters"] == sum(d["parameters_by_component"].values())
+
+
+def test_loads_counted_once_per_load_not_per_generate(smoke_dir, generator):
+    before = G.LOADS
+    g = G.load_backend(BACKEND, str(smoke_dir), None, "fp32", "cpu", SETTINGS)
+    assert G.LOADS == before + 1
+    first = g.generate(_refs(1), PROMPT.format(azimuth=90), SEED)
+    g.generate(_refs(1), PROMPT.format(azimuth=180), SEED)
+    assert G.LOADS == before + 1
+    # a fresh load of the same directory gives the same bytes as the session's generator
+    assert _png(first) == _png(generator.generate(_refs(1), PROMPT.format(azimuth=90), SEED))
+
+
+def test_unknown_backend_names_it_and_the_allowed_ones(smoke_dir):
+    before = G.LOADS
+    with pytest.raises(ValueError) as err:
+        G.load_backend("dalle", str(smoke_dir), None, "fp32", "cpu", SETTINGS)
+    assert "dalle" in str(err.value)
+    for name in G.BACKENDS:
+        assert name in str(err.value)
+    assert G.LOADS == before
+
+
+def test_omnigen2_without_package_is_unavailable_with_install_hint(monkeypatch, smoke_dir):
+    monkeypatch.setitem(sys.modules, "omnigen2", None)  # makes `import omnigen2...` fail even if installed
+    before = G.LOADS
+    with pytest.raises(G.GeneratorUnavailable) as err:
+        G.load_backend("omnigen2", str(smoke_dir), None, "fp32", "cpu", SETTINGS)
+    msg = str(err.value)
+    assert "omnigen2" in msg and "VectorSpaceLab/OmniGen2" in msg
+    assert G.OMNIGEN2_COMMIT in msg and "git" in msg
+    assert G.LOADS == before
+
+
+def test_nf4_on_cpu_is_refused(smoke_dir):
+    before = G.LOADS
+    with pytest.raises(ValueError, match=r"nf4.*CUDA"):
+        G.load_backend(BACKEND, str(smoke_dir), None, "nf4", "cpu", SETTINGS)
+    assert G.LOADS == before
+
+
+def test_bad_settings_are_refused(smoke_dir):
+    with pytest.raises(ValueError, match="lack"):
+        G.load_backend(BACKEND, str(smoke_dir), None, "fp32", "cpu", {"width": 128})
+    with pytest.raises(ValueError, match="unknown generator settings"):
+        G.load_backend(BACKEND, str(smoke_dir), None, "fp32", "cpu", {**SETTINGS, "guidance_scale": 3})
+    with pytest.raises(ValueError, match="multiples of 32"):  # the smoke VAE downsamples 16x, packing 2x
+        G.load_backend(BACKEND, str(smoke_dir), None, "fp32", "cpu", {**SETTINGS, "width": 144})
+
+
+def test_missing_local_dir_is_clear(tmp_path):
+    with pytest.raises(G.GeneratorUnavailable, match="does not exist"):
+        G.load_backend(BACKEND, str(tmp_path / "absent"), None, "fp32", "cpu", SETTINGS)
+
+
+def test_hub_id_not_in_cache_fails_clearly_without_network(monkeypatch, tmp_path, no_network):
+    import huggingface_hub.constants as hc
+
+    hf_home = tmp_path / "hf_home"
+    monkeypatch.setenv("HF_HOME", str(hf_home))
+    monkeypatch.setattr(hc, "HF_HOME", str(hf_home))
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(hf_home / "hub"))
+    before = G.LOADS
+    with pytest.raises(G.ModelNotCached) as err:
+        G.load_backend(BACKEND, "Qwen/Qwen-Image-Edit-2509", "abc123", "fp32", "cpu", SETTINGS)
+    msg = str(err.value)
+    assert "Qwen/Qwen-Image-Edit-2509" in msg and "abc123" in msg and str(hf_home) in msg
+    assert isinstance(err.value, G.GeneratorUnavailable)
+    assert no_network == [] and G.LOADS == before
+
+
+def test_hub_id_loads_from_cache_snapshot(monkeypatch, tmp_path, smoke_dir, no_network):
+    """A hub id resolves to its cached snapshot (same from_pretrained path) and reports the commit."""
+    import huggingface_hub.constants as hc
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--fourloops--smoke-qwen"
+    shutil.copytree(smoke_dir, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    g = G.load_backend(BACKEND, "fourloops/smoke-qwen", None, "fp32", "cpu", SETTINGS)
+    d = g.describe()
+    assert d["model_source"] == "hub_cache" and d["revision"] == commit and d["revision_kind"] == "hub_commit"
+    assert no_network == []
+
+
+# --- generation ----------------------------------------------------------------------------------
+
+
+def test_same_seed_same_bytes_other_seed_other_image(generator):
+    refs = _refs(2)
+    prompt = PROMPT.format(azimuth=45)
+    a = _png(generator.generate(refs, prompt, 7))
+    b = _png(generator.generate(refs, prompt, 7))
+    c = _png(generator.generate(refs, prompt, 8))
+    assert a == b
+    assert a != c
+
+
+@pytest.mark.parametrize("n_refs", [1, 2, 3])
+def test_accepts_one_two_three_references(generator, n_refs):
+    out = generator.generate(_refs(n_refs), PROMPT.format(azimuth=90), SEED)
+    assert isinstance(out, Image.Image) and out.mode == "RGB" and out.size == (128, 128)
+
+
+def test_output_size_honours_settings(smoke_dir):
+    settings = {**SETTINGS, "width": 160, "height": 96}
+    g = G.load_backend(BACKEND, str(smoke_dir), None, "fp32", "cpu", settings)
+    out = g.generate(_refs(1, size=128), PROMPT.format(azimuth=30), SEED)
+    assert out.size == (160, 96) and out.mode == "RGB"
+
+
+def test_generate_rejects_bad_inputs(generator):
+    with pytest.raises(ValueError):
+        generator.generate([], "x", 0)
+    with pytest.raises(ValueError):
+        generator.generate([np.zeros((8, 8, 3))], "x", 0)
+    with pytest.raises(ValueError):
+        generator.generate(_refs(1), "x", 1.5)

@@ -1,0 +1,215 @@
+"""The whole workflow on the smoke model set, through Snakemake's CLI, as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FAKE_SECRETS, REPO, SNAKEMAKE, run_snakemake, snakemake_env
+
+N_AZ = 8
+CONDITIONS = ("A", "B", "C")
+
+
+def read_table(workdir: Path) -> list[dict]:
+    with open(workdir / "results" / "ladder.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def planned_jobs(proc: subprocess.CompletedProcess) -> set[tuple[str, str]]:
+    """(rule, wildcards) of every job a dry-run lists."""
+    jobs = set()
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", proc.stdout):
+        m = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if not m:
+            continue
+        wc = re.search(r"^\s+wildcards: (.*)$", block, re.M)
+        jobs.add((m.group(1), wc.group(1).strip() if wc else ""))
+    return jobs
+
+
+# --------------------------------------------------------------------------- the smoke ladder itself
+def test_smoke_ladder_table_has_every_row_and_the_fit_floor_holds(smoke_run):
+    workdir = smoke_run["workdir"]
+    rows = read_table(workdir)
+    by_cond = {}
+    for row in rows:
+        by_cond.setdefault(row["condition"], []).append(row)
+    for cond in CONDITIONS:
+        assert sorted(int(r["azimuth_requested"]) for r in by_cond[cond]) == list(range(0, 360, 45))
+    assert len(by_cond["floor"]) == N_AZ
+    assert len(by_cond["floor_gt"]) == N_AZ
+    assert len(rows) == N_AZ * 3 + 2 * N_AZ
+    for row in by_cond["floor_gt"]:
+        assert row["abs_error_deg"] != "", row
+        assert float(row["abs_error_deg"]) <= 2.0, row
+    assert {r["model_set"] for r in rows} == {"smoke"}
+    for row in rows:
+        assert (workdir / row["image"]).is_file(), row["image"]
+        assert (workdir / row["keypoints"]).is_file(), row["keypoints"]
+        assert -180 < float(row["error_deg"] or 0) <= 180
+    for row in by_cond["A"]:
+        assert float(row["generate_seconds_per_view"]) > 0
+        assert row["peak_vram_gib"] == ""  # CPU
+    assert (workdir / "results" / "ladder.png").stat().st_size > 10_000
+    # nothing lands outside the working directory's own results/ (smoke lives apart from real results)
+    assert not (REPO / "results" / "ladder.csv").exists() or smoke_run["workdir"] != REPO
+
+
+def test_each_condition_loads_its_generator_once_for_all_azimuths(smoke_run):
+    for cond in CONDITIONS:
+        manifest = json.loads((smoke_run["workdir"] / "results" / "generate" / cond / "views.json").read_text())
+        assert manifest["model_loads"] == 1
+        assert sorted(int(a) for a in manifest["views"]) == list(range(0, 360, 45))
+        assert manifest["model_set"] == "smoke"
+
+
+def test_second_run_has_nothing_to_do(built_copy):
+    proc = run_snakemake(built_copy, "-n", "results/ladder.csv")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_every_job_leaves_provenance_without_secrets(smoke_run):
+    workdir = smoke_run["workdir"]
+    records = list((workdir / "results" / "provenance").rglob("*.json"))
+    assert len(records) >= 24
+    gen = json.loads((workdir / "results" / "provenance" / "generate" / "A.json").read_text())
+    for key in ("rule", "wildcards", "params", "inputs", "outputs", "code", "python", "packages", "machine",
+                "wall_seconds", "peak_rss_mib", "peak_vram_gib", "invocation", "models", "seed",
+                "precision", "model_set"):
+        assert key in gen, key
+    assert gen["model_set"] == "smoke"
+    assert all(len(i["sha256"]) == 64 for i in gen["inputs"])
+    assert {"commit", "dirty"} <= set(gen["code"])
+    assert gen["models"][0]["revision"]
+    # no secret anywhere: results, logs, benchmarks, .snakemake metadata
+    for path in workdir.rglob("*"):
+        if path.is_file() and path.stat().st_size < 50_000_000:
+            data = path.read_bytes()
+            for name, value in FAKE_SECRETS.items():
+                assert value.encode() not in data, f"{name} leaked into {path}"
+
+
+# --------------------------------------------------------------------------- staleness
+def test_changing_one_prompt_marks_only_that_condition_stale(built_copy):
+    override = built_copy / "override.yaml"
+    conditions = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["conditions"]
+    conditions["B"]["prompt"] = "Turn the camera to {azimuth} degrees; keep the person unchanged."
+    override.write_text(yaml.safe_dump({"conditions": conditions}))
+    proc = run_snakemake(built_copy, "-n", "--configfile", str(override), "results/ladder.csv")
+    jobs = planned_jobs(proc)
+    assert jobs == {
+        ("generate", "condition=B"),
+        ("keypoints_generated", "kpset=B"),
+        ("fit", "source=B"),
+        ("ladder", ""),
+    }, proc.stdout
+
+
+# --------------------------------------------------------------------------- bad config
+BAD_CONFIGS = [
+    ("generator:\n  backend: dalle\n", "generator.backend"),
+    ("azimuths: [0, 45, 400]\n", "azimuths[2]"),
+    ("ladder:\n  azimuths: [-5]\n", "ladder.azimuths[0]"),
+    ("conditions:\n  A: {references: [], prompt: 'x {azimuth}'}\n", "conditions.A.references"),
+    ("conditions:\n  A: {references: [0, 100], prompt: 'x {azimuth}'}\n", "conditions.A.references[1]"),
+    ("conditions:\n  A: {references: [0], prompt: 'x {azimuth}', lora: true}\n", "conditions.A.lora"),
+    ("conditions:\n  A: {}\n", "conditions.A"),
+    ("conditions:\n  A: {references: [0], prompt: 'no placeholder'}\n", "conditions.A.prompt"),
+]
+
+
+@pytest.mark.parametrize("override,key", BAD_CONFIGS, ids=[k for _, k in BAD_CONFIGS])
+def test_bad_config_names_the_key_and_writes_nothing(tmp_path, override, key):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(override)
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_snakemake(work, "--configfile", str(cfg), "results/ladder.csv", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert key in out, out[-3000:]
+    assert "allowed" in out or "must" in out
+    assert not (work / "results").exists()
+    assert not (work / "models").exists()
+
+
+# --------------------------------------------------------------------------- the real run refuses clearly
+def test_real_run_without_cuda_or_weights_stops_before_any_job(tmp_path):
+    work = tmp_path / "real"
+    work.mkdir()
+    env = snakemake_env(HF_HOME=str(tmp_path / "empty-hf-home"))
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(work), "results/ladder.csv"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    for words in ("device cuda", "OmniGen2/OmniGen2", "revision main", str(tmp_path / "empty-hf-home"),
+                  "profiles/smoke", "nothing was started"):
+        assert words in out, (words, out[-3000:])
+    assert not (work / "results").exists()
+    assert not (work / "models").exists()
+
+
+# --------------------------------------------------------------------------- a killed generate job
+def _start_generate(workdir: Path, condition: str) -> subprocess.Popen:
+    cmd = [
+        SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
+        "--directory", str(workdir), "--forcerun", "generate", f"results/generate/{condition}/views.json",
+    ]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=snakemake_env(), start_new_session=True)
+
+
+def _wait_for_first_staged_view(gen_dir: Path, timeout: float = 120.0) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for staging in gen_dir.glob(".views-partial-*"):
+            if any(staging.glob("*.png")):
+                return staging
+        time.sleep(0.02)
+    raise AssertionError(f"no staged view appeared under {gen_dir} in {timeout} s")
+
+
+def _assert_not_complete(workdir: Path, condition: str):
+    gen_dir = workdir / "results" / "generate" / condition
+    assert not (gen_dir / "views.json").exists()
+    assert not list(gen_dir.glob("az*.png")), "a complete-looking view survived the kill"
+    proc = run_snakemake(workdir, "-n", "results/ladder.csv")
+    jobs = planned_jobs(proc)
+    assert ("generate", f"condition={condition}") in jobs
+    assert ("keypoints_generated", f"kpset={condition}") in jobs
+
+
+@pytest.mark.parametrize("victim", ["job", "whole_run"])
+def test_killed_generate_leaves_nothing_that_looks_complete(built_copy, victim):
+    gen_dir = built_copy / "results" / "generate" / "B"
+    proc = _start_generate(built_copy, "B")
+    try:
+        staging = _wait_for_first_staged_view(gen_dir)
+        if victim == "job":
+            pid = int(staging.name.rsplit("-", 1)[1])
+            os.kill(pid, signal.SIGKILL)
+            proc.wait(timeout=120)
+            assert proc.returncode != 0
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    _assert_not_complete(built_copy, "B")
+    if victim == "whole_run":
+        run_snakemake(built_copy, "--unlock")  # a SIGKILLed Snakemake leaves its lock; the user unlocks
+    # and a rerun completes
+    run_snakemake(built_copy, "results/ladder.csv")
+    assert (gen_dir / "views.json").exists()
+    assert not list(gen_dir.glob(".views-partial-*"))
