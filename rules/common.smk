@@ -99,7 +99,7 @@ def get_generate_params(wildcards):
     cond = config["conditions"][wildcards.condition]
     return {
         "condition": wildcards.condition,
-        "references": list(cond["references"]),
+        "reference_azimuths": list(cond["references"]),
         "prompt": cond["prompt"],
         "lora": bool(cond.get("lora", False)),
         "azimuths": list(config["ladder"]["azimuths"]),

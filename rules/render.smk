@@ -1,39 +1,19 @@
-# The Anny body and its renders: ground truth for everything downstream.
-
-
-rule skeleton:
-    output:
-        skeleton="results/render/skeleton.json",
-        provenance="results/provenance/skeleton/skeleton.json",
-    log:
-        "logs/skeleton/skeleton.log",
-    benchmark:
-        "benchmarks/skeleton/skeleton.tsv"
-    params:
-        body=config["render"]["body"],
-        model_set=config["model_set"],
-    threads: 1
-    resources:
-        profile="desk",
-        mem_mb=2000,
-        vram_mb=0,
-    script:
-        "../scripts/skeleton.py"
+# The Anny body and its renders: ground truth for everything downstream. One job builds the body
+# once and renders every azimuth (one process import of anny and one GL context, not eight).
 
 
 rule render:
-    input:
-        skeleton="results/render/skeleton.json",
     output:
-        image="results/render/az{az}.png",
-        keypoints="results/render/az{az}.json",
-        provenance="results/provenance/render/az{az}.json",
+        skeleton="results/render/skeleton.json",
+        images=expand("results/render/az{az}.png", az=RENDER_TAGS),
+        keypoints=expand("results/render/az{az}.json", az=RENDER_TAGS),
+        provenance="results/provenance/render/render.json",
     log:
-        "logs/render/az{az}.log",
+        "logs/render/render.log",
     benchmark:
-        "benchmarks/render/az{az}.tsv"
+        "benchmarks/render/render.tsv"
     params:
-        azimuth=get_render_azimuth,
+        azimuths=config["azimuths"],
         body=config["render"]["body"],
         camera=camera_settings(),
         background=config["render"]["background"],
@@ -41,7 +21,7 @@ rule render:
     threads: 1
     resources:
         profile="desk",
-        mem_mb=2000,
+        mem_mb=3000,
         vram_mb=0,
     script:
         "../scripts/render.py"

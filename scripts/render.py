@@ -3,10 +3,10 @@ from fourloops.stages import render_stage
 
 with job(snakemake) as run:
     run.record(**render_stage(
-        skeleton=snakemake.input.skeleton,
-        image_out=snakemake.output.image,
-        keypoints_out=snakemake.output.keypoints,
-        azimuth=snakemake.params.azimuth,
+        skeleton_out=snakemake.output.skeleton,
+        images_out=list(snakemake.output.images),
+        keypoints_out=list(snakemake.output.keypoints),
+        azimuths=snakemake.params.azimuths,
         body=snakemake.params.body,
         camera=snakemake.params.camera,
         background=snakemake.params.background,

@@ -17,9 +17,10 @@ the left arm by 20 degrees, "upperarm01.R": [0, -20, 0] lowers the right one, "l
 [-30, 0, 0] bends the right elbow forwards, "upperleg01.L": [-20, 0, 0] swings the left leg
 forwards.
 
-The Anny model is built once per process (the first build in a fresh ANNY_CACHE_DIR takes from
-tens of seconds to minutes and writes ~790 MB; later builds load the cache in well under a second).
-If ANNY_CACHE_DIR is unset, fourloops points it at ~/.cache/fourloops/anny before importing anny.
+The Anny model is built once per process (the first build in a fresh cache directory took
+220-290 s on a busy 2-core machine and writes ~790 MB; later loads take ~0.2 s after a ~2 s `import anny`).
+The cache directory is $ANNY_CACHE_DIR (the variable anny itself reads), else
+~/.cache/fourloops/anny (`anny_cache_dir()`); fourloops passes it to anny explicitly.
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ DEFAULT_POSE: dict[str, list[float]] = {
     "upperleg01.R": [8.0, 0.0, 0.0],
     "neck01": [0.0, 0.0, 8.0],
 }
+
+
+def anny_cache_dir() -> Path:
+    """Where Anny's built model data lives: $ANNY_CACHE_DIR, else ~/.cache/fourloops/anny."""
+    return Path(os.environ.get("ANNY_CACHE_DIR") or Path.home() / ".cache" / "fourloops" / "anny")
 
 
 def phenotype_keys() -> list[str]:
@@ -193,13 +199,15 @@ def _model():
     compilation or kernel cache, and plain torch arithmetic. The first build in a cache directory
     holds an exclusive file lock so parallel jobs do not write the same cache file at once.
     """
-    os.environ.setdefault("ANNY_CACHE_DIR", str(Path.home() / ".cache" / "fourloops" / "anny"))
     import fcntl
 
     import anny
     import anny.paths
 
-    cache = Path(anny.paths.get_anny_cache_path())
+    # anny reads ANNY_CACHE_DIR once, when first imported; set the path explicitly so an earlier
+    # `import anny` elsewhere (env unset then) cannot send the ~790 MB build to ~/.cache/anny.
+    cache = anny_cache_dir()
+    anny.paths.set_anny_cache_path(cache)
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".fourloops-build.lock", "w") as lock, _torch_threads(1):
         fcntl.flock(lock, fcntl.LOCK_EX)

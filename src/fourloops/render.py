@@ -38,6 +38,7 @@ import os
 
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 
+import importlib.util
 import math
 from dataclasses import dataclass
 
@@ -46,6 +47,20 @@ from PIL import Image
 
 from fourloops.body import Body
 from fourloops.camera import OrbitCamera
+
+
+def _preload_triton() -> None:
+    """Load triton (torch's kernel compiler, pulled in by `import anny` via torch) before Mesa.
+
+    Mesa's llvmpipe driver links the system libLLVM and triton's libtriton bundles its own LLVM;
+    loading libtriton after an EGL context exists segfaults the process (seen with Mesa 22.3.6 /
+    LLVM 15 and the triton wheel torch 2.14.1 pins). Loaded in the other order both work.
+    """
+    if importlib.util.find_spec("triton") is not None:
+        import triton  # noqa: F401
+
+
+_preload_triton()
 
 # Shading: a light skin tone (linear RGB; pyrender writes linear values without gamma), matte,
 # lit by a directional light from slightly above and to the side of the camera plus ambient light,
@@ -131,9 +146,25 @@ class Renderer:
 
     # -------------------------------------------------------------------------------- lifecycle
     def close(self) -> None:
-        if self._renderer is not None:
-            self._renderer.delete()
-            self._renderer = None
+        """Free this renderer's GL context. Other Renderers in the process keep working: pyrender's own
+        `delete()` also calls eglTerminate on the process-wide EGL display, which kills every other
+        context, so an EGL context is destroyed here without terminating the display."""
+        if self._renderer is None:
+            return
+        offscreen, self._renderer = self._renderer, None
+        platform = getattr(offscreen, "_platform", None)
+        if type(platform).__name__ != "EGLPlatform":
+            offscreen.delete()
+            return
+        from OpenGL import EGL
+
+        platform.make_current()
+        offscreen._renderer.delete()
+        EGL.eglMakeCurrent(platform._egl_display, EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE, EGL.EGL_NO_CONTEXT)
+        EGL.eglDestroyContext(platform._egl_display, platform._egl_context)
+        platform._egl_context = None
+        platform._egl_display = None  # so the platform's __del__ does not eglTerminate the shared display
+        offscreen._renderer = offscreen._platform = None
 
     def __enter__(self) -> "Renderer":
         return self

@@ -31,54 +31,54 @@ def body_from(body: dict):
     return build_body({**DEFAULT_PHENOTYPE, **body.get("phenotype", {})}, {**DEFAULT_POSE, **body.get("pose", {})})
 
 
-def skeleton_stage(body: dict, out: str) -> dict:
-    """The posed body's COCO-17 joints in world coordinates and its bounding-box centre (the camera target)."""
+def render_stage(
+    skeleton_out: str,
+    images_out: list[str],
+    keypoints_out: list[str],
+    azimuths: list[int],
+    body: dict,
+    camera: dict,
+    background,
+) -> dict:
+    """Build the body once; write its skeleton (3D COCO-17 joints, camera target) and render every
+    azimuth with its ground-truth keypoints (pixels, COCO visibility)."""
     from fourloops.body import COCO17_NAMES
+    from fourloops.io import save_image
+    from fourloops.render import Renderer
 
+    if not (len(images_out) == len(keypoints_out) == len(azimuths)):
+        raise ValueError(f"{len(images_out)} images, {len(keypoints_out)} keypoint files, {len(azimuths)} azimuths")
     b = body_from(body)
+    center = [float(c) for c in b.center]
+    cam = camera_from(camera, center)
+    with Renderer(cam.image_size) as renderer:
+        for azimuth, image_out, points_out in zip(azimuths, images_out, keypoints_out):
+            result = renderer.render(b, cam, float(azimuth), tuple(background))
+            save_image(image_out, result.image)
+            write_json(
+                points_out,
+                {
+                    "image": str(image_out),
+                    "image_size": [cam.image_size, cam.image_size],
+                    "azimuth_deg": int(azimuth),
+                    "names": list(COCO17_NAMES),
+                    "keypoints": result.keypoints2d.tolist(),
+                    "visibility": [int(v) for v in result.visibility],
+                    "camera": {**camera, "target": center},
+                },
+            )
     write_json(
-        out,
+        skeleton_out,
         {
             "names": list(COCO17_NAMES),
             "keypoints3d": b.keypoints3d.tolist(),
-            "center": b.center.tolist(),
+            "center": center,
             "height_m": float(b.height_m),
             "vertices": int(len(b.vertices)),
             "faces": int(len(b.faces)),
         },
     )
-    return {"body": {"vertices": int(len(b.vertices)), "height_m": float(b.height_m)}}
-
-
-def render_stage(
-    skeleton: str, image_out: str, keypoints_out: str, azimuth: int, body: dict, camera: dict, background
-) -> dict:
-    """Render one view and write its ground-truth keypoints (pixels, COCO visibility)."""
-    from fourloops.body import COCO17_NAMES
-    from fourloops.io import save_image
-    from fourloops.render import Renderer
-
-    skel = read_json(skeleton)
-    b = body_from(body)
-    if not np.allclose(b.center, skel["center"]):
-        raise RuntimeError(f"the body built here differs from {skeleton}; rebuild the skeleton")
-    cam = camera_from(camera, skel["center"])
-    with Renderer(cam.image_size) as renderer:
-        result = renderer.render(b, cam, float(azimuth), tuple(background))
-    save_image(image_out, result.image)
-    write_json(
-        keypoints_out,
-        {
-            "image": str(image_out),
-            "image_size": [cam.image_size, cam.image_size],
-            "azimuth_deg": int(azimuth),
-            "names": list(COCO17_NAMES),
-            "keypoints": result.keypoints2d.tolist(),
-            "visibility": [int(v) for v in result.visibility],
-            "camera": {**camera, "target": list(skel["center"])},
-        },
-    )
-    return {"renderer": "pyrender (EGL)", "azimuth_deg": int(azimuth)}
+    return {"renderer": "pyrender (EGL)", "body": {"vertices": int(len(b.vertices)), "height_m": float(b.height_m)}}
 
 
 # ----------------------------------------------------------------------------------------- generate
@@ -96,7 +96,7 @@ def generate_stage(
     seed: int,
     model_set: str,
     generator: dict,
-    **_ignored,
+    reference_azimuths: list[int],
 ) -> dict:
     """Every requested view of one condition from one model load.
 
@@ -162,6 +162,7 @@ def generate_stage(
             "model_loads": gen.LOADS - loads_before,
             "load_seconds": round(load_seconds, 4),
             "references": list(references),
+            "reference_azimuths": list(reference_azimuths),
             "lora": bool(lora),
             "peak_vram_gib": peak,
             "views": views,
@@ -180,6 +181,39 @@ def smoke_generator_stage(backend: str, out_dir: str, seed: int) -> dict:
 
     info = build_smoke_generator(backend, out_dir, int(seed))
     return {"seed": int(seed), "precision": "fp32", "smoke_model": info}
+
+
+# ---------------------------------------------------------------------------------------- keypoints
+# Random heads start at zero in RF-DETR (all 17 points on the box centre); a small spread gives the fit
+# something to work on. 1 decoder layer and 10 queries keep the CPU cost ~0.5 s an image at 192 px.
+SMOKE_DETECTOR_SHRINK = {"dec_layers": 1, "num_queries": 10, "head_init_std": 0.02}
+
+
+def smoke_detector_stage(out_path: str, seed: int, resolution: int) -> dict:
+    from fourloops.keypoints import build_smoke_detector
+
+    info = build_smoke_detector(out_path, int(seed), resolution=int(resolution), **SMOKE_DETECTOR_SHRINK)
+    return {"seed": int(seed), "precision": "fp32", "smoke_model": info}
+
+
+def keypoints_stage(images: list[str], points_out: list[str], azimuths: list[int], detector: dict) -> dict:
+    """The most confident person's COCO-17 keypoints in every image of a set, one model load."""
+    from PIL import Image
+
+    from fourloops.keypoints import load_detector
+
+    if not (len(images) == len(points_out) == len(azimuths)):
+        raise ValueError(f"{len(images)} images, {len(points_out)} outputs, {len(azimuths)} azimuths")
+    det = load_detector(
+        detector["weights"], device=detector["device"], resolution=int(detector["resolution"]),
+        num_windows=int(detector["num_windows"]),
+    )
+    for azimuth, image, out in zip(azimuths, images, points_out):
+        with Image.open(image) as im:
+            record = det.detect(im.convert("RGB"))
+        record.update(image=str(image), azimuth_requested=int(azimuth))
+        write_json(out, record)
+    return {"models": [det.describe()], "precision": "fp32"}
 
 
 # ---------------------------------------------------------------------------------------------- fit
