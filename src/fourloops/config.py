@@ -54,7 +54,7 @@ def _describe_allowed(error: jsonschema.ValidationError) -> str:
 
 
 def schema_errors(config: dict, schema: dict) -> list[str]:
-    validator = jsonschema.Draft7Validator(schema)
+    validator = jsonschema.Draft202012Validator(schema)
     messages = []
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         path = key_path(error.absolute_path)

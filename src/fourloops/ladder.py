@@ -94,8 +94,15 @@ def plot(rows: list[dict], path: str | Path, title: str) -> None:
     ax.plot([0, 360], [0, 360], color="0.8", lw=1, zorder=0, label="perfect")
     sources = sorted({r["condition"] for r in rows}, key=lambda s: (s in FLOOR_SOURCES, s))
     styles = {"floor": dict(marker="s", color="k", ms=9, mfc="none"), "floor_gt": dict(marker="x", color="k", ms=7)}
+    conditions = [s for s in sources if s not in FLOOR_SOURCES]
     for source in sources:
-        pts = [(r["azimuth_requested"], r["azimuth_fitted"]) for r in rows if r["condition"] == source and r["azimuth_fitted"] != ""]
+        # conditions side by side around each requested azimuth, so equal answers do not hide each other
+        shift = 4.0 * (conditions.index(source) - (len(conditions) - 1) / 2) if source in conditions else 0.0
+        pts = [
+            (r["azimuth_requested"] + shift, r["azimuth_fitted"])
+            for r in rows
+            if r["condition"] == source and r["azimuth_fitted"] != ""
+        ]
         if not pts:
             continue
         xs, ys = zip(*pts)
