@@ -123,7 +123,7 @@ BAD_CONFIGS = [
     ("conditions:\n  A: {references: [], prompt: 'x {azimuth}'}\n", "conditions.A.references"),
     ("conditions:\n  A: {references: [0, 100], prompt: 'x {azimuth}'}\n", "conditions.A.references[1]"),
     ("conditions:\n  A: {references: [0], prompt: 'x {azimuth}', lora: true}\n", "conditions.A.lora"),
-    ("conditions:\n  A: {}\n", "conditions.A"),
+    ("conditions:\n  D: {}\n", "conditions.D"),
     ("conditions:\n  A: {references: [0], prompt: 'no placeholder'}\n", "conditions.A.prompt"),
 ]
 
@@ -160,10 +160,18 @@ def test_real_run_without_cuda_or_weights_stops_before_any_job(tmp_path):
 
 
 # --------------------------------------------------------------------------- a killed generate job
-def _start_generate(workdir: Path, condition: str) -> subprocess.Popen:
+def _changed_prompt_config(workdir: Path, condition: str) -> Path:
+    conditions = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["conditions"]
+    conditions[condition]["prompt"] = "Orbit the camera to {azimuth} degrees around the same person."
+    override = workdir / "override.yaml"
+    override.write_text(yaml.safe_dump({"conditions": conditions}))
+    return override
+
+
+def _start_ladder(workdir: Path, override: Path) -> subprocess.Popen:
     cmd = [
         SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
-        "--directory", str(workdir), "--forcerun", "generate", f"results/generate/{condition}/views.json",
+        "--directory", str(workdir), f"--configfile={override}", "results/ladder.csv",
     ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=snakemake_env(), start_new_session=True)
@@ -179,11 +187,11 @@ def _wait_for_first_staged_view(gen_dir: Path, timeout: float = 120.0) -> Path:
     raise AssertionError(f"no staged view appeared under {gen_dir} in {timeout} s")
 
 
-def _assert_not_complete(workdir: Path, condition: str):
+def _assert_not_complete(workdir: Path, condition: str, override: Path):
     gen_dir = workdir / "results" / "generate" / condition
     assert not (gen_dir / "views.json").exists()
     assert not list(gen_dir.glob("az*.png")), "a complete-looking view survived the kill"
-    proc = run_snakemake(workdir, "-n", "results/ladder.csv")
+    proc = run_snakemake(workdir, "-n", f"--configfile={override}", "results/ladder.csv")
     jobs = planned_jobs(proc)
     assert ("generate", f"condition={condition}") in jobs
     assert ("keypoints_generated", f"kpset={condition}") in jobs
@@ -192,7 +200,8 @@ def _assert_not_complete(workdir: Path, condition: str):
 @pytest.mark.parametrize("victim", ["job", "whole_run"])
 def test_killed_generate_leaves_nothing_that_looks_complete(built_copy, victim):
     gen_dir = built_copy / "results" / "generate" / "B"
-    proc = _start_generate(built_copy, "B")
+    override = _changed_prompt_config(built_copy, "B")  # B's generate job is stale: the run regenerates it
+    proc = _start_ladder(built_copy, override)
     try:
         staging = _wait_for_first_staged_view(gen_dir)
         if victim == "job":
@@ -210,9 +219,9 @@ def test_killed_generate_leaves_nothing_that_looks_complete(built_copy, victim):
         # A SIGKILLed Snakemake leaves its directory lock; until `--unlock`, even a dry-run only says
         # "Directory cannot be locked" (and then, misleadingly, "Nothing to be done").
         run_snakemake(built_copy, "--unlock")
-    _assert_not_complete(built_copy, "B")
+    _assert_not_complete(built_copy, "B", override)
     # and a rerun completes
-    run_snakemake(built_copy, "results/ladder.csv")
+    run_snakemake(built_copy, f"--configfile={override}", "results/ladder.csv")
     assert (gen_dir / "views.json").exists()
     assert not list(gen_dir.glob(".views-partial-*"))
 
