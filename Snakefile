@@ -14,6 +14,8 @@ include: "rules/generate.smk"
 include: "rules/keypoints.smk"
 include: "rules/fit.smk"
 include: "rules/ladder.smk"
+include: "rules/publish.smk"
+include: "rules/probe.smk"
 
 
 rule all:

@@ -151,29 +151,172 @@ def get_ladder_inputs(wildcards):
 
 
 # What each job asks of the machine (the wall check compares these with config/machines.yaml).
+# Every rule's resources call the ask_* functions below with its own name; the numbers come from
+# config/models.yaml facts and the job's params, or from measurements (probes, earlier provenance).
+from fourloops import walls
+
 MODEL_FACTS = asks.load_facts(Path(workflow.basedir) / "config" / "models.yaml")
+MACHINES = walls.load_machines(Path(workflow.basedir) / "config" / "machines.yaml")
+MEASURED = asks.Measurements.load(Path.cwd())
+_ASKS = {}
 
 
-def generate_vram_mb(wildcards):
-    gen = generator_settings()
-    if SMOKE:
-        return 0
-    return asks.generator_vram_mb(MODEL_FACTS, gen["backend"], gen["precision"])
+def _compute_ask(rulename, wildcards):
+    if rulename == "generate":
+        refs = len(config["conditions"][wildcards.condition]["references"])
+        n = len(config["ladder"]["azimuths"])
+        if SMOKE:
+            return asks.stage_ask(MODEL_FACTS, "smoke_generate")
+        return asks.generator_ask(
+            MODEL_FACTS, generator_settings(), n_references=refs, n_views=n, measured=MEASURED, machine=config["machine"]
+        )
+    if rulename in ("keypoints", "keypoints_generated"):
+        n = len(RENDER_TAGS) if rulename == "keypoints" else len(LADDER_TAGS)
+        return asks.detector_ask(MODEL_FACTS, detector_settings(), n_images=n, measured=MEASURED, machine=config["machine"])
+    if rulename == "probe_model":
+        if wildcards.component == "generator":
+            return asks.generator_ask(MODEL_FACTS, generator_settings(), measured=None)
+        return asks.detector_ask(MODEL_FACTS, detector_settings(), measured=None)
+    return asks.stage_ask(MODEL_FACTS, rulename)
 
 
-def keypoints_vram_mb(wildcards):
-    return 0 if SMOKE or detector_settings()["device"] == "cpu" else asks.detector_vram_mb(MODEL_FACTS)
+def job_ask(rulename, wildcards):
+    key = (rulename, tuple(sorted(dict(wildcards.items()).items())))
+    if key not in _ASKS:
+        _ASKS[key] = _compute_ask(rulename, wildcards)
+    return _ASKS[key]
 
 
-def generate_mem_mb(wildcards):
-    return 3000 if SMOKE else asks.generator_ram_mb(MODEL_FACTS, generator_settings()["backend"])
+def ask_vram_mb(wildcards, rulename):
+    return job_ask(rulename, wildcards).vram_mb
 
 
-def get_render_azimuth(wildcards):
-    return int(wildcards.az)
+def ask_mem_mb(wildcards, rulename):
+    return job_ask(rulename, wildcards).mem_mb
+
+
+def ask_devices(wildcards, rulename):
+    return ",".join(job_ask(rulename, wildcards).devices) or "none"
+
+
+def ask_licensed(wildcards, rulename):
+    return ",".join(job_ask(rulename, wildcards).licensed) or "none"
+
+
+def ask_os(wildcards, rulename):
+    return job_ask(rulename, wildcards).os
+
+
+def ask_arch(wildcards, rulename):
+    return job_ask(rulename, wildcards).arch
+
+
+def check_walls(dag, machine_name=None):
+    """Every pending job against the target machine (config machine): a fourloops.walls.Verdict."""
+    jobs = walls.jobs_from_dag(dag, job_ask)
+    provided = workflow.global_resources.get("vram_mb")
+    provided = getattr(provided, "value", provided)
+    provided = int(provided) if isinstance(provided, (int, float)) and provided < 2**40 else None
+    return walls.check_jobs(jobs, MACHINES, machine_name or config["machine"], provided)
+
+
+# Lineage: each job's params carry a digest of everything upstream of it (config slices and the
+# library sources each stage runs), so a change marks every downstream job stale by its params even
+# where an intermediate file is missing (Snakemake does not rerun an up-to-date job for a missing
+# intermediate input), and a library change marks the stages that run it.
+import functools
+import hashlib
+from types import SimpleNamespace
+
+LIBRARY = Path(workflow.basedir) / "src" / "fourloops"
+
+
+def _digest(*parts):
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def library_digest(*modules):
+    return _digest(*[(m, hashlib.sha256((LIBRARY / m).read_bytes()).hexdigest()) for m in sorted(modules)])
+
+
+def render_lineage():
+    return _digest(
+        library_digest("body.py", "render.py", "camera.py", "coco.py", "stages.py", "io.py"),
+        config["render"], config["azimuths"], config["model_set"],
+    )
+
+
+def generate_lineage(condition):
+    return _digest(
+        render_lineage(), library_digest("generate.py", "smoke_generators.py", "stages.py", "io.py"),
+        get_generate_params(SimpleNamespace(condition=condition)), config["smoke"] if SMOKE else None,
+    )
+
+
+def keypoints_lineage(kpset):
+    upstream = render_lineage() if kpset == "render" else generate_lineage(kpset)
+    return _digest(upstream, library_digest("keypoints.py", "coco.py", "stages.py"), detector_settings(),
+                   config["smoke"] if SMOKE else None)
+
+
+def fit_lineage(source):
+    if source == "floor_gt":
+        upstream = render_lineage()
+    else:
+        upstream = keypoints_lineage("render" if source == "floor" else source)
+    params = get_fit_params(SimpleNamespace(source=source))
+    return _digest(upstream, library_digest("fit.py", "camera.py", "stages.py"), params)
+
+
+def get_render_lineage(wildcards):
+    return render_lineage()
+
+
+def get_generate_lineage(wildcards):
+    return generate_lineage(wildcards.condition)
+
+
+def get_keypoints_lineage(wildcards):
+    return keypoints_lineage(wildcards.kpset)
+
+
+def get_fit_lineage(wildcards):
+    return fit_lineage(wildcards.source)
+
+
+def get_ladder_lineage(wildcards):
+    return _digest([fit_lineage(s) for s in SOURCES], library_digest("ladder.py", "stages.py"))
+
+
+def get_smoke_lineage(wildcards):
+    return library_digest("smoke_generators.py", "generate.py", "keypoints.py", "stages.py")
+
+
+def get_busy_card_limit_gib(wildcards):
+    """The busy-card guard's limit on the machine this run targets (RFD 1140: 2 GiB)."""
+    return walls.machine(MACHINES, config["machine"]).busy_card_limit_gib
+
+
+# A working directory holds one model set: smoke outputs never mix with real ones. (A `--config` on
+# the command line replaces a profile's `config:` list, so `--profile profiles/smoke --config x=1`
+# silently asks for the real set; this catches it.)
+MODEL_SET_MARKER = Path(".fourloops-model-set")
+if MODEL_SET_MARKER.exists() and MODEL_SET_MARKER.read_text().strip() != config["model_set"]:
+    raise WorkflowError(
+        f"model_set = {config['model_set']!r}, but this working directory ({Path.cwd()}) holds "
+        f"{MODEL_SET_MARKER.read_text().strip()!r} outputs; allowed: {MODEL_SET_MARKER.read_text().strip()!r} here. "
+        "A --config on the command line replaces the profile's config list: add model_set=smoke to it "
+        "for the smoke set, or run the real set in its own directory."
+    )
 
 
 onstart:
+    MODEL_SET_MARKER.write_text(config["model_set"] + "\n")
+    # Walls first (seconds, no torch): refuse what cannot fit on the target machine before any job.
+    verdict = check_walls(workflow.dag)
+    if not verdict.ok:
+        raise WorkflowError(walls.report(verdict, MACHINES))
     # A real run checks, before its first job, that every model, weight file and device the pending
     # jobs need is here; it never falls back to the smoke models.
     if not SMOKE:

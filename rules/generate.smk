@@ -15,10 +15,16 @@ rule generate:
     params:
         job=get_generate_params,
         model_set=config["model_set"],
+        lineage=get_generate_lineage,
+        busy_card_limit_gib=get_busy_card_limit_gib,
     threads: 1
     resources:
         profile="pod",
-        mem_mb=generate_mem_mb,
-        vram_mb=generate_vram_mb,
+        mem_mb=ask_mem_mb,
+        vram_mb=ask_vram_mb,
+        os=ask_os,
+        arch=ask_arch,
+        devices=ask_devices,
+        licensed=ask_licensed,
     script:
         "../scripts/generate.py"

@@ -17,11 +17,17 @@ rule keypoints:
         detector=detector_settings(),
         azimuths=config["azimuths"],
         model_set=config["model_set"],
+        lineage=get_keypoints_lineage,
+        busy_card_limit_gib=get_busy_card_limit_gib,
     threads: 1
     resources:
         profile="desk",
-        mem_mb=3000,
-        vram_mb=keypoints_vram_mb,
+        mem_mb=ask_mem_mb,
+        vram_mb=ask_vram_mb,
+        os=ask_os,
+        arch=ask_arch,
+        devices=ask_devices,
+        licensed=ask_licensed,
     script:
         "../scripts/keypoints.py"
 
@@ -36,3 +42,5 @@ use rule keypoints as keypoints_generated with:
         detector=detector_settings(),
         azimuths=config["ladder"]["azimuths"],
         model_set=config["model_set"],
+        lineage=get_keypoints_lineage,
+        busy_card_limit_gib=get_busy_card_limit_gib,

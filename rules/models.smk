@@ -14,11 +14,16 @@ rule smoke_generator:
     params:
         seed=config["smoke"]["seed"],
         model_set="smoke",
+        lineage=get_smoke_lineage,
     threads: 1
     resources:
         profile="desk",
-        mem_mb=2000,
-        vram_mb=0,
+        mem_mb=ask_mem_mb,
+        vram_mb=ask_vram_mb,
+        os=ask_os,
+        arch=ask_arch,
+        devices=ask_devices,
+        licensed=ask_licensed,
     script:
         "../scripts/smoke_generator.py"
 
@@ -35,10 +40,15 @@ rule smoke_detector:
         seed=config["smoke"]["seed"],
         resolution=config["smoke"]["keypoints_resolution"],
         model_set="smoke",
+        lineage=get_smoke_lineage,
     threads: 1
     resources:
         profile="desk",
-        mem_mb=2000,
-        vram_mb=0,
+        mem_mb=ask_mem_mb,
+        vram_mb=ask_vram_mb,
+        os=ask_os,
+        arch=ask_arch,
+        devices=ask_devices,
+        licensed=ask_licensed,
     script:
         "../scripts/smoke_detector.py"

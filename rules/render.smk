@@ -18,10 +18,15 @@ rule render:
         camera=camera_settings(),
         background=config["render"]["background"],
         model_set=config["model_set"],
+        lineage=get_render_lineage,
     threads: 1
     resources:
         profile="desk",
-        mem_mb=3000,
-        vram_mb=0,
+        mem_mb=ask_mem_mb,
+        vram_mb=ask_vram_mb,
+        os=ask_os,
+        arch=ask_arch,
+        devices=ask_devices,
+        licensed=ask_licensed,
     script:
         "../scripts/render.py"

@@ -6,5 +6,6 @@ with job(snakemake) as run:
         references=list(snakemake.input.references),
         images_out=list(snakemake.output.images),
         manifest_out=snakemake.output.manifest,
+        busy_card_limit_gib=snakemake.params.busy_card_limit_gib,
         **snakemake.params.job,
     ))

@@ -7,4 +7,5 @@ with job(snakemake) as run:
         points_out=list(snakemake.output.points),
         azimuths=snakemake.params.azimuths,
         detector=snakemake.params.detector,
+        busy_card_limit_gib=snakemake.params.busy_card_limit_gib,
     ))

@@ -68,3 +68,26 @@ def built_copy(smoke_run, tmp_path):
     dest = tmp_path / "work"
     shutil.copytree(smoke_run["workdir"], dest, symlinks=True)
     return dest
+
+
+# --- RunPod executor tests (tests/runpod_standin.py): a loopback sshd and a v2 API stand-in ---------
+@pytest.fixture(scope="session")
+def loopback_sshd(tmp_path_factory):
+    """A real sshd on 127.0.0.1 with its own host key; the stand-in's pods log in here."""
+    if not Path("/usr/sbin/sshd").exists() or shutil.which("rsync") is None:
+        pytest.skip("openssh-server and rsync are needed (bin/setup installs them)")
+    from runpod_standin import Sshd
+
+    sshd = Sshd(tmp_path_factory.mktemp("sshd"))
+    yield sshd
+    sshd.stop()
+
+
+@pytest.fixture
+def runpod_standin(loopback_sshd, tmp_path_factory):
+    """A RunPod v2 stand-in whose pods are directories behind the loopback sshd; fake API key."""
+    from runpod_standin import StandIn
+
+    standin = StandIn(loopback_sshd, tmp_path_factory.mktemp("pods"), FAKE_SECRETS["RUNPOD_API_KEY"])
+    yield standin
+    standin.close()

@@ -1,8 +1,15 @@
-"""What a job asks of a machine, computed from config/models.yaml facts, not typed per rule."""
+"""What a job asks of a machine, computed from config/models.yaml facts and the job's params.
+
+Measured beats estimated: a probe on the machine (results/probe/<machine>/*.json), then an earlier
+job's provenance (results/provenance/...), then a seed's measured row in models.yaml, then the
+estimate. Every figure carries where it came from. No torch import here: the workflow parses fast.
+"""
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -16,31 +23,283 @@ def load_facts(path: str | Path) -> dict:
         return yaml.safe_load(fh)
 
 
-def generator_weights_gib(facts: dict, backend: str, precision: str) -> float:
-    """Weights of every component at `precision` (what stays unquantised under nf4 is not modelled here)."""
-    gen = facts["generators"][backend]
-    params = sum(float(c["params"]) for c in gen["components"].values())
-    return params * float(facts["bytes_per_param"][precision]) / GIB
+@dataclass(frozen=True)
+class Figure:
+    """One asked quantity (GiB, or seconds) and where it came from."""
+
+    value: float
+    source: str
 
 
-def generator_vram_gib(facts: dict, backend: str, precision: str) -> tuple[float, str]:
-    """Peak VRAM of one generator job and where the figure comes from."""
-    measured = (facts["generators"][backend].get("measured_peak_gib") or {}).get(precision)
+@dataclass(frozen=True)
+class Ask:
+    """What one job asks of the machine that runs it."""
+
+    vram: Figure
+    ram: Figure
+    seconds: Figure
+    os: str = "linux"
+    arch: str = "x86_64"
+    devices: tuple[str, ...] = ()
+    licensed: tuple[str, ...] = ()
+    model: str = ""
+
+    @property
+    def vram_mb(self) -> int:
+        return gib_to_mb(self.vram.value)
+
+    @property
+    def mem_mb(self) -> int:
+        return gib_to_mb(self.ram.value)
+
+
+def gib_to_mb(gib: float) -> int:
+    return int(math.ceil(round(gib * GIB / MIB, 6)))
+
+
+# ------------------------------------------------------------------------------------- estimator
+def _dtype_bytes(facts: dict, model: dict, dtype: str) -> float:
+    if dtype == "nf4":
+        dtype = model.get("nf4_format", "nf4")
+    return float(facts["bytes_per_param"][dtype])
+
+
+def component_gib(facts: dict, model: dict, name: str, dtype: str) -> float:
+    comp = model["components"][name]
+    params = float(comp["params"])
+    if dtype == "nf4":
+        if comp.get("quantised", True) is False:
+            return params * facts["bytes_per_param"]["bf16"] / GIB
+        keep = float(comp.get("unquantised_params", 0.0))
+        return ((params - keep) * _dtype_bytes(facts, model, "nf4") + keep * facts["bytes_per_param"]["bf16"]) / GIB
+    return params * _dtype_bytes(facts, model, dtype) / GIB
+
+
+def _activation(model: dict, mode: str, resolution: int | None) -> float:
+    table = (model.get("activations_gib") or {}).get(mode) or {}
+    if not table:
+        return 0.0
+    points = {int(k): float(v) for k, v in table.items()}
+    if resolution is None or resolution in points:
+        return points.get(resolution, next(iter(points.values())))
+    # activations grow with the pixel count: scale from the nearest measured resolution
+    ref = min(points, key=lambda r: abs(r - resolution))
+    return points[ref] * (resolution / ref) ** 2
+
+
+def estimate_vram_gib(
+    facts: dict,
+    model_name: str,
+    *,
+    mode: str = "inference",
+    precision: str = "bf16",
+    resident: list[str] | None = None,
+    resolution: int | None = None,
+    batch: int = 1,
+    frozen_dtype: str | None = None,
+) -> tuple[float, dict]:
+    """Peak VRAM (GiB, as torch allocates it) of one pass, and its breakdown.
+
+    mode: "weights" (loaded, no pass), "inference" (one pass at `resolution` x `batch`) or
+    "lora_step" (one LoRA optimizer step; frozen weights at `frozen_dtype`, the text encoder in
+    the model's lora_text_encoder_dtype when resident).
+    """
+    model = facts["models"][model_name]
+    if "recorded" in model:
+        return float(model["recorded"]["vram_gib"]), {"recorded": float(model["recorded"]["vram_gib"])}
+    names = list(resident) if resident else list(model["components"])
+    parts: dict[str, float] = {}
+    for name in names:
+        dtype = precision
+        if mode == "lora_step":
+            dtype = frozen_dtype or "bf16"
+            if name != "transformer":
+                dtype = model.get("lora_text_encoder_dtype", "bf16")
+        parts[f"{name} ({dtype})"] = component_gib(facts, model, name, dtype)
+    if mode == "inference":
+        parts[f"activations (inference, {resolution or '-'} px x {batch})"] = _activation(model, "inference", resolution) * batch
+    elif mode == "lora_step":
+        parts[f"activations (lora step, {resolution} px)"] = _activation(model, "lora_step", resolution) * batch
+        if (frozen_dtype or "bf16") == "fp32":
+            parts["autocast bf16 casts of fp32 weights"] = float(model.get("autocast_cast_gib", 0.0))
+    return sum(parts.values()), parts
+
+
+def seed_row(facts: dict, model_name: str, **cfg) -> Figure | None:
+    """A seed's measured peak in models.yaml for exactly this configuration (inference rows only)."""
+    model = facts["models"][model_name]
+    for row in model.get("measured") or []:
+        if row.get("mode") != "inference" or row.get("resident"):
+            continue
+        if all(row.get(k, v) == v for k, v in cfg.items() if v is not None):
+            return Figure(float(row["gib"]), f"measured: {row['source']}")
+    return None
+
+
+# ------------------------------------------------------------------------------ measured figures
+@dataclass
+class Measurements:
+    """Peak VRAM measured on real machines, by model key: probes first, then earlier jobs' provenance."""
+
+    probes: dict[str, list[dict]] = field(default_factory=dict)
+    history: dict[str, Figure] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, workdir: str | Path) -> "Measurements":
+        root = Path(workdir)
+        out = cls()
+        for path in sorted(root.glob("results/probe/*/*.json")):
+            try:
+                rec = json.loads(path.read_text())
+                key, peak = rec["key"], rec.get("peak_vram_gib")
+            except (OSError, ValueError, KeyError):
+                continue
+            if peak is not None:
+                out.probes.setdefault(key, []).append({**rec, "path": str(path)})
+        for path in sorted(root.glob("results/provenance/*/*.json")):
+            try:
+                rec = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            peak, key = rec.get("peak_vram_gib"), provenance_key(rec)
+            if peak is not None and key:
+                out.history[key] = Figure(float(peak), f"measured: provenance {path} ({rec.get('started', '?')})")
+        return out
+
+    def peak(self, key: str, machine: str) -> Figure | None:
+        probes = self.probes.get(key) or []
+        # the target machine's own probe first, then any other machine's
+        for rec in sorted(probes, key=lambda r: r.get("machine_name") != machine):
+            where = rec.get("machine_name", "?")
+            gpu = rec.get("gpu_name") or "?"
+            return Figure(float(rec["peak_vram_gib"]), f"measured: probe on {where} ({gpu}), {rec['path']}")
+        return self.history.get(key)
+
+
+def generator_key(gen: dict) -> str:
+    return f"generator/{gen['backend']}/{gen['precision']}/{gen['size']}"
+
+
+def detector_key(det: dict) -> str:
+    return f"detector/rfdetr_keypoint_preview/fp32/{det['resolution']}"
+
+
+def provenance_key(rec: dict) -> str | None:
+    params = rec.get("params") or {}
+    if rec.get("rule") == "generate" and isinstance(params.get("job"), dict):
+        gen = params["job"].get("generator") or {}
+        if {"backend", "precision", "size"} <= set(gen):
+            return generator_key(gen)
+    if str(rec.get("rule", "")).startswith("keypoints") and isinstance(params.get("detector"), dict):
+        if "resolution" in params["detector"]:
+            return detector_key(params["detector"])
+    return None
+
+
+# --------------------------------------------------------------------------------- per-job asks
+def _cuda(device: str) -> bool:
+    return str(device).startswith("cuda")
+
+
+def _with_context(facts: dict, fig: Figure) -> Figure:
+    ctx = float(facts.get("cuda_context_gib", 0.0))
+    return Figure(fig.value + ctx, f"{fig.source} + CUDA context {ctx:g} GiB")
+
+
+def _peak(facts: dict, measured: Measurements | None, machine: str, key: str, model_name: str, estimate) -> Figure:
     if measured is not None:
-        return float(measured), f"models.yaml measured_peak_gib.{precision}"
-    est = generator_weights_gib(facts, backend, precision) * float(facts["activation_overhead"])
-    return est, "estimate: params x bytes_per_param x activation_overhead"
+        fig = measured.peak(key, machine)
+        if fig is not None:
+            return fig
+    return estimate()
 
 
-def generator_vram_mb(facts: dict, backend: str, precision: str) -> int:
-    return int(math.ceil(generator_vram_gib(facts, backend, precision)[0] * GIB / MIB))
+def generator_ask(
+    facts: dict, gen: dict, *, n_references: int = 1, n_views: int = 1,
+    measured: Measurements | None = None, machine: str = "desk",
+) -> Ask:
+    """One generate job: the configured generator at its precision, all components on the card."""
+    name = gen["backend"]
+    model = facts["models"][name]
+    precision = gen["precision"]
+    size = int(gen["size"])
+
+    def estimate() -> Figure:
+        row = seed_row(facts, name, precision=precision, resolution=size)
+        if row is not None:
+            return row
+        gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=size)
+        return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+
+    if _cuda(gen["device"]):
+        vram = _with_context(facts, _peak(facts, measured, machine, generator_key(gen), name, estimate))
+        devices: tuple[str, ...] = ("cuda",)
+    else:
+        vram, devices = Figure(0.0, "cpu device: no VRAM"), ()
+    bf16 = sum(component_gib(facts, model, c, "bf16") for c in model["components"])
+    host = float(facts["stages"]["generate_host_gib"])
+    ram = Figure(bf16 + host, f"estimate: one bf16 copy of the weights streams through memory {bf16:.2f} + host {host:g}")
+    secs = model.get("seconds") or {}
+    per_view = secs.get("per_view_by_references") or {1: 60}
+    refs = min(max(int(k) for k in per_view), max(1, n_references))
+    seconds = Figure(
+        float(secs.get("load", 60)) + n_views * float(per_view.get(refs, per_view.get(str(refs), 60))),
+        f"estimate: load + {n_views} views x {per_view.get(refs)} s ({refs} reference(s), RFD 1163)",
+    )
+    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
 
 
-def generator_ram_mb(facts: dict, backend: str) -> int:
-    """Loading streams bf16 shards through system memory; ask for one bf16 copy plus the interpreter."""
-    return int(math.ceil((generator_weights_gib(facts, backend, "bf16") + 4.0) * GIB / MIB))
+def detector_ask(
+    facts: dict, det: dict, *, n_images: int = 1, measured: Measurements | None = None, machine: str = "desk",
+) -> Ask:
+    name = "rfdetr_keypoint_preview"
+    model = facts["models"][name]
+    res = int(det["resolution"])
+
+    def estimate() -> Figure:
+        row = seed_row(facts, name, precision="fp32", resolution=res, batch=1)
+        if row is not None:
+            return row
+        gib, parts = estimate_vram_gib(facts, name, mode="inference", precision="fp32", resolution=res)
+        return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.3f}" for k, v in parts.items()))
+
+    stage = facts["stages"]["keypoints_cpu"]
+    ram = Figure(float(stage["ram_gib"]), stage["source"])
+    secs = model.get("seconds") or {}
+    seconds = Figure(float(secs.get("load", 10)) + n_images * float(secs.get("per_image", 1.0)), "estimate: models.yaml seconds")
+    if _cuda(det["device"]):
+        vram = _with_context(facts, _peak(facts, measured, machine, detector_key(det), name, estimate))
+        return Ask(vram=vram, ram=ram, seconds=seconds, devices=("cuda",), model=name)
+    return Ask(vram=Figure(0.0, "cpu device: no VRAM"), ram=ram, seconds=seconds, model=name)
 
 
-def detector_vram_mb(facts: dict) -> int:
-    det = facts["detectors"]["rfdetr_keypoint_preview"]
-    return int(math.ceil(float(det["measured_peak_gib"]["fp32"]) * GIB / MIB)) + 512  # + CUDA context
+def stage_ask(facts: dict, stage: str) -> Ask:
+    """A job that loads no model onto a card: its RAM and time from models.yaml `stages`."""
+    s = facts["stages"].get(stage) or facts["stages"]["default"]
+    return Ask(
+        vram=Figure(0.0, "no model on a card"),
+        ram=Figure(float(s["ram_gib"]), s["source"]),
+        seconds=Figure(float(s.get("seconds", 10)), s["source"]),
+    )
+
+
+def recorded_ask(facts: dict, name: str, *, licensed: tuple[str, ...] = (), devices: tuple[str, ...] = ("cuda",)) -> Ask:
+    """A job whose asks are recorded measurements only (the DFC optimize of RFD 1165)."""
+    rec = facts["models"][name]["recorded"]
+    return Ask(
+        vram=Figure(float(rec["vram_gib"]), f"measured: {rec['source']}"),
+        ram=Figure(float(rec["ram_gib"]), f"measured: {rec['source']}"),
+        seconds=Figure(float(rec.get("seconds", 2640)), "RFD 1165: 44 minutes to raise at batch 1"),
+        devices=devices,
+        licensed=licensed,
+        model=name,
+    )
+
+
+# Kept for callers of the first version of this module.
+def generator_vram_mb(facts: dict, backend: str, precision: str, size: int = 512) -> int:
+    return generator_ask(facts, {"backend": backend, "precision": precision, "size": size, "device": "cuda"}).vram_mb
+
+
+def detector_vram_mb(facts: dict, resolution: int = 576) -> int:
+    return detector_ask(facts, {"resolution": resolution, "device": "cuda"}).vram_mb

@@ -35,25 +35,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-COCO17_NAMES: tuple[str, ...] = (
-    "nose",
-    "left_eye",
-    "right_eye",
-    "left_ear",
-    "right_ear",
-    "left_shoulder",
-    "right_shoulder",
-    "left_elbow",
-    "right_elbow",
-    "left_wrist",
-    "right_wrist",
-    "left_hip",
-    "right_hip",
-    "left_knee",
-    "right_knee",
-    "left_ankle",
-    "right_ankle",
-)
+from fourloops.coco import COCO17_NAMES
 
 # anny 0.6.2, Anny(phenotypes="default").phenotype_labels; each value in [0, 1], default 0.5.
 _PHENOTYPE_KEYS: tuple[str, ...] = ("gender", "age", "muscle", "weight", "height", "proportions")

@@ -36,25 +36,7 @@ from typing import Any
 
 from fourloops import io as fio
 
-COCO17_KEYPOINTS: tuple[str, ...] = (
-    "nose",
-    "left_eye",
-    "right_eye",
-    "left_ear",
-    "right_ear",
-    "left_shoulder",
-    "right_shoulder",
-    "left_elbow",
-    "right_elbow",
-    "left_wrist",
-    "right_wrist",
-    "left_hip",
-    "right_hip",
-    "left_knee",
-    "right_knee",
-    "left_ankle",
-    "right_ankle",
-)
+from fourloops.coco import COCO17_NAMES as COCO17_KEYPOINTS
 NUM_KEYPOINTS = len(COCO17_KEYPOINTS)
 
 REAL_CHECKPOINT_NAME = "rf-detr-keypoint-preview-xlarge.pth"

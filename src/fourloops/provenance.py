@@ -71,30 +71,19 @@ def package_versions() -> dict:
 
 def gpu_info() -> dict | None:
     """GPU names, driver and memory in use by every process, from NVML; None without an NVIDIA driver."""
-    try:
-        import pynvml
-    except ImportError:
+    from fourloops.guard import read_nvml_with_driver
+
+    found = read_nvml_with_driver()
+    if found is None:
         return None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return None
-    try:
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            name = pynvml.nvmlDeviceGetName(handle)
-            gpus.append({
-                "index": i,
-                "name": name.decode() if isinstance(name, bytes) else name,
-                "memory_total_gib": mem.total / 2**30,
-                "memory_used_gib": mem.used / 2**30,
-            })
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        return {"driver": driver.decode() if isinstance(driver, bytes) else driver, "gpus": gpus}
-    finally:
-        pynvml.nvmlShutdown()
+    cards, driver = found
+    return {
+        "driver": driver,
+        "gpus": [
+            {"index": c.index, "name": c.name, "memory_total_gib": c.total_gib, "memory_used_gib": c.used_gib}
+            for c in cards
+        ],
+    }
 
 
 def peak_rss_mib() -> float:

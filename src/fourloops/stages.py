@@ -24,6 +24,16 @@ def camera_from(camera: dict, center) -> OrbitCamera:
     )
 
 
+def check_card(device: str, limit_gib: float) -> None:
+    """The busy-card guard before a GPU load (RFD 1140: on WDDM a job that does not fit pages, ~12x slower)."""
+    if not str(device).startswith("cuda"):
+        return
+    from fourloops.guard import ensure_card_free
+
+    index = int(device.split(":")[1]) if ":" in device else 0
+    ensure_card_free(float(limit_gib), index)
+
+
 # ------------------------------------------------------------------------------------------- render
 def body_from(body: dict):
     from fourloops.body import DEFAULT_PHENOTYPE, DEFAULT_POSE, build_body
@@ -97,6 +107,7 @@ def generate_stage(
     model_set: str,
     generator: dict,
     reference_azimuths: list[int],
+    busy_card_limit_gib: float = 2.0,
 ) -> dict:
     """Every requested view of one condition from one model load.
 
@@ -128,6 +139,7 @@ def generate_stage(
         "height": size,
         "negative_prompt": generator["negative_prompt"],
     }
+    check_card(generator["device"], busy_card_limit_gib)
     loads_before = gen.LOADS
     t0 = time.perf_counter()
     model = gen.load_backend(
@@ -196,7 +208,9 @@ def smoke_detector_stage(out_path: str, seed: int, resolution: int) -> dict:
     return {"seed": int(seed), "precision": "fp32", "smoke_model": info}
 
 
-def keypoints_stage(images: list[str], points_out: list[str], azimuths: list[int], detector: dict) -> dict:
+def keypoints_stage(
+    images: list[str], points_out: list[str], azimuths: list[int], detector: dict, busy_card_limit_gib: float = 2.0
+) -> dict:
     """The most confident person's COCO-17 keypoints in every image of a set, one model load."""
     from PIL import Image
 
@@ -204,6 +218,7 @@ def keypoints_stage(images: list[str], points_out: list[str], azimuths: list[int
 
     if not (len(images) == len(points_out) == len(azimuths)):
         raise ValueError(f"{len(images)} images, {len(points_out)} outputs, {len(azimuths)} azimuths")
+    check_card(detector["device"], busy_card_limit_gib)
     det = load_detector(
         detector["weights"], device=detector["device"], resolution=int(detector["resolution"]),
         num_windows=int(detector["num_windows"]),

@@ -1,0 +1,36 @@
+# Measured beats estimated: one pass per configured model on the machine this runs on; its peak VRAM
+# and load time replace the models.yaml estimate in later wall checks (fourloops.asks.Measurements).
+#   snakemake probe --config machine=desk
+
+
+rule probe:
+    input:
+        expand("results/probe/{machine}/{component}.json", machine=config["machine"], component=["generator", "detector"]),
+
+
+rule probe_model:
+    output:
+        "results/probe/{machine}/{component}.json",
+    log:
+        "logs/probe/{machine}/{component}.log",
+    benchmark:
+        "benchmarks/probe/{machine}/{component}.tsv"
+    wildcard_constraints:
+        component="generator|detector",
+        machine="desk|pod",
+    params:
+        generator=generator_settings(),
+        detector=detector_settings(),
+        model_set=config["model_set"],
+        busy_card_limit_gib=MACHINES[config["machine"]].get("busy_card_limit_gib", 2.0),
+    threads: 1
+    resources:
+        profile="desk",
+        mem_mb=ask_mem_mb,
+        vram_mb=ask_vram_mb,
+        os=ask_os,
+        arch=ask_arch,
+        devices=ask_devices,
+        licensed=ask_licensed,
+    script:
+        "../scripts/probe.py"

@@ -1,0 +1,100 @@
+"""The `fourloops` command. A subcommand is one function taking (args) plus one line in SUBCOMMANDS
+registering it with its argument setup."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ----------------------------------------------------------------------------------------- plan
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("targets", nargs="*", help="file targets or rules (default: the workflow's default target)")
+    p.add_argument("--machine", choices=["desk", "pod"], help="machine whose walls to check (default: config machine)")
+    p.add_argument("--json", action="store_true", help="the plan as JSON for tools")
+    p.add_argument("-s", "--snakefile", default=str(REPO / "Snakefile"))
+    p.add_argument("--directory", "-d", help="working directory (default: here)")
+    p.add_argument("--profile", help="Snakemake profile (the workflow's profiles/default applies as with snakemake)")
+    p.add_argument("--config", nargs="*", default=[], help="key=value config overrides, as snakemake --config")
+    p.add_argument("--configfile", nargs="*", default=[])
+
+
+def plan(args) -> int:
+    from fourloops import plan as planmod
+
+    argv = ["-s", args.snakefile]
+    if args.directory:
+        argv += ["--directory", args.directory]
+    if args.profile:
+        argv += ["--profile", args.profile]
+    if args.configfile:
+        argv += ["--configfile", *args.configfile]
+    config = list(args.config) + ([f"machine={args.machine}"] if args.machine else [])
+    if config:
+        argv += ["--config", *config]
+    result = planmod.run(argv + ["--", *args.targets] if args.targets else argv, args.machine)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(planmod.format_plan(result))
+    return 0 if result["ok"] else 2
+
+
+# ---------------------------------------------------------------------------------------- guard
+def _guard_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit-gib", type=float, default=2.0)
+    p.add_argument("--device", type=int, default=0)
+
+
+def guard(args) -> int:
+    from fourloops import guard as guardmod
+
+    return guardmod.main(["--limit-gib", str(args.limit_gib), "--device", str(args.device)])
+
+
+# ----------------------------------------------------------------------------------------- probe
+def _probe_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workdir", default=".", help="working directory holding results/probe/")
+
+
+def probes(args) -> int:
+    """List the probe measurements the wall check will use (results/probe/<machine>/*.json)."""
+    from fourloops.asks import Measurements
+
+    m = Measurements.load(args.workdir)
+    if not m.probes and not m.history:
+        print("no probes or measured provenance yet: run `snakemake probe` on the machine")
+    for key, recs in sorted(m.probes.items()):
+        for r in recs:
+            print(f"{key:48s} {r['peak_vram_gib']:.2f} GiB  load {r.get('load_seconds', '?')} s  "
+                  f"{r.get('machine_name', '?')} ({r.get('gpu_name') or 'no GPU'})  {r['path']}")
+    for key, fig in sorted(m.history.items()):
+        print(f"{key:48s} {fig.value:.2f} GiB  {fig.source}")
+    return 0
+
+
+# name -> (function, argument setup, help). Adding a subcommand: one function + one line here.
+SUBCOMMANDS = {
+    "plan": (plan, _plan_args, "what a run would execute, why, walls, time and cost"),
+    "guard": (guard, _guard_args, "refuse when the GPU is already busy (as python -m fourloops.guard)"),
+    "probes": (probes, _probe_args, "the measured peaks the wall check will use"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="fourloops")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for name, (func, setup, help_) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_)
+        setup(p)
+        p.set_defaults(func=func)
+    args = ap.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

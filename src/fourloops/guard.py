@@ -1,0 +1,140 @@
+"""Busy-card guard: a GPU job refuses to load when other processes already hold more than a limit.
+
+RFD 1140/1163: on Windows/WDDM two pipelines on one 24 GiB card paged and ran ~12x slower, with no
+error. Refusing is cheaper than diagnosing that again. Reads NVML (nvidia-ml-py).
+
+    python -m fourloops.guard --limit-gib 2 [--device 0]    # exit 0: free, 3: busy, 0 with a note: no GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    name: str
+    used_gib: float | None  # None where the driver does not say (WSL/WDDM)
+
+
+@dataclass(frozen=True)
+class CardReading:
+    index: int
+    name: str
+    total_gib: float
+    used_gib: float
+    holders: tuple[Holder, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    ok: bool
+    message: str
+    readings: tuple[CardReading, ...] = field(default_factory=tuple)
+
+
+class CardBusy(RuntimeError):
+    """Other processes hold more of the card than the machine's limit."""
+
+
+def _process_name(pid: int) -> str:
+    try:
+        import psutil
+
+        p = psutil.Process(pid)
+        return " ".join(p.cmdline())[:120] or p.name()
+    except Exception:  # noqa: BLE001 - the name is a courtesy
+        return "?"
+
+
+def read_nvml() -> list[CardReading] | None:
+    """Every card's memory in use and the processes holding it; None without an NVIDIA driver."""
+    found = read_nvml_with_driver()
+    return None if found is None else found[0]
+
+
+def read_nvml_with_driver() -> tuple[list[CardReading], str] | None:
+    """`read_nvml`'s cards and the driver version, from one NVML session."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        cards = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            name = pynvml.nvmlDeviceGetName(h)
+            holders = {}
+            for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+                try:
+                    procs = getattr(pynvml, getter)(h)
+                except pynvml.NVMLError:
+                    procs = []
+                for p in procs:
+                    used = getattr(p, "usedGpuMemory", None)
+                    holders[p.pid] = Holder(p.pid, _process_name(p.pid), used / GIB if used else None)
+            cards.append(CardReading(
+                index=i, name=name.decode() if isinstance(name, bytes) else name,
+                total_gib=mem.total / GIB, used_gib=mem.used / GIB, holders=tuple(holders.values()),
+            ))
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        return cards, driver.decode() if isinstance(driver, bytes) else driver
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def decide(readings: list[CardReading] | None, limit_gib: float, device: int = 0, own_pid: int | None = None) -> Decision:
+    """Refuse when others hold more than `limit_gib` on card `device`. No GPU: nothing to guard (ok)."""
+    if readings is None or not readings:
+        return Decision(True, "busy-card guard: no NVIDIA GPU visible (NVML absent); nothing to guard")
+    card = next((c for c in readings if c.index == device), None)
+    if card is None:
+        return Decision(False, f"busy-card guard: no card {device}; NVML sees {len(readings)}", tuple(readings))
+    own = sum(h.used_gib or 0.0 for h in card.holders if own_pid is not None and h.pid == own_pid)
+    others = max(0.0, card.used_gib - own)
+    if others <= limit_gib:
+        return Decision(True, f"busy-card guard: card {card.index} ({card.name}) holds {others:.2f} GiB "
+                              f"of {card.total_gib:.1f}, limit {limit_gib:g}: free", (card,))
+    lines = [f"busy-card guard: card {card.index} ({card.name}) already holds {others:.2f} GiB of "
+             f"{card.total_gib:.1f} GiB, more than the limit {limit_gib:g} GiB; refusing to load "
+             "(a second model here pages ~12x slower on WDDM instead of failing, RFD 1140). Held by:"]
+    others_list = [h for h in card.holders if h.pid != own_pid]
+    for h in sorted(others_list, key=lambda h: -(h.used_gib or 0)):
+        used = f"{h.used_gib:.2f} GiB" if h.used_gib is not None else "amount not reported"
+        lines.append(f"  pid {h.pid:>7}  {used:>20}  {h.name}")
+    if not others_list:
+        lines.append("  (NVML lists no processes: WSL/WDDM hides them; look in nvidia-smi or Task Manager on Windows)")
+    return Decision(False, "\n".join(lines), (card,))
+
+
+def ensure_card_free(limit_gib: float = 2.0, device: int = 0, reader=read_nvml) -> Decision:
+    """Call from a GPU job before loading: raises CardBusy with the holders listed."""
+    d = decide(reader(), limit_gib, device, own_pid=os.getpid())
+    if not d.ok:
+        raise CardBusy(d.message)
+    return d
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fourloops.guard", description=__doc__.splitlines()[0])
+    ap.add_argument("--limit-gib", type=float, default=2.0, help="refuse above this much held by others (default 2)")
+    ap.add_argument("--device", type=int, default=0, help="card index (default 0)")
+    args = ap.parse_args(argv)
+    d = decide(read_nvml(), args.limit_gib, args.device, own_pid=os.getpid())
+    print(d.message, file=sys.stdout if d.ok else sys.stderr)
+    return 0 if d.ok else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

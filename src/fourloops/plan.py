@@ -1,0 +1,170 @@
+"""`fourloops plan`: every job a run would execute, why, where it fits, and what it will cost.
+
+Runs Snakemake's own CLI in-process as a dry-run (same profiles, config and DAG as `snakemake -n`),
+stops it just before scheduling, and reads the DAG: Snakemake's reasons, the jobs' asks (the same
+`check_walls` the real run's onstart uses), benchmark history for the time.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from fourloops import walls
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class PlannedJob:
+    rule: str
+    output: str
+    wildcards: dict
+    reason: str
+    why: str
+    profile: str
+    machine: str
+    verdict: str
+    refused_walls: list
+    vram_gib: float
+    vram_source: str
+    seconds: float
+    seconds_source: str
+    cost_usd: float
+
+
+def benchmark_seconds(path: str | None) -> float | None:
+    """Mean wall seconds of a job's Snakemake benchmark file, when it ran before."""
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with open(path, newline="") as fh:
+            rows = [float(r["s"]) for r in csv.DictReader(fh, delimiter="\t") if r.get("s")]
+    except (OSError, ValueError, KeyError):
+        return None
+    return sum(rows) / len(rows) if rows else None
+
+
+def build(workflow, machine_name: str) -> dict:
+    """The plan of a workflow whose DAG is built (called from inside Snakemake's dry-run)."""
+    dag = workflow.dag
+    g = workflow.globals
+    verdict = g["check_walls"](dag, machine_name)
+    machines = g["MACHINES"]
+    jobs = {id(j): j for j in dag.needrun_jobs()}
+    by_output = {}
+    for j in jobs.values():
+        by_output[str(j.output[0]) if len(j.output) else j.rule.name] = j
+    rows: list[PlannedJob] = []
+    totals: dict[str, dict] = {}
+    for ask, checks in verdict.checked:
+        job = by_output.get(ask.output)
+        bench = str(job.benchmark) if job is not None and job.benchmark else None
+        hist = benchmark_seconds(bench)
+        secs, src = (hist, f"benchmark history {bench}") if hist is not None else (ask.seconds, ask.seconds_source)
+        where = ask.profile if ask.profile in machines and "host" not in machines[ask.profile] else machine_name
+        if ask.profile == "container":
+            where = machines["container"].get("host", machine_name)
+        rate = float(machines[where].get("hourly_usd", 0.0)) if where in machines else 0.0
+        cost = secs / 3600.0 * rate if ask.profile == "pod" else 0.0
+        refused = [asdict(r) for r in checks if not r.ok]
+        rows.append(PlannedJob(
+            rule=ask.rule, output=ask.output, wildcards=ask.wildcards,
+            reason=str(dag.reason(job)) if job is not None else "",
+            why=", ".join(sorted(dag.reason(job).get_names())) if job is not None else "", profile=ask.profile, machine=machine_name,
+            verdict="fits" if not refused else "REFUSED: " + ", ".join(r["wall"] for r in refused),
+            refused_walls=refused, vram_gib=round(ask.vram_gib, 2), vram_source=ask.vram_source,
+            seconds=round(secs, 1), seconds_source=src, cost_usd=round(cost, 4),
+        ))
+        t = totals.setdefault(ask.profile, {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
+        t["jobs"] += 1
+        t["seconds"] += secs
+        t["cost_usd"] += cost
+    return {
+        "machine": machine_name,
+        "ok": verdict.ok,
+        "jobs": [asdict(r) for r in rows],
+        "totals": {k: {**v, "seconds": round(v["seconds"], 1), "cost_usd": round(v["cost_usd"], 4)} for k, v in totals.items()},
+        "refusals": walls.report(verdict, machines) if not verdict.ok else "",
+    }
+
+
+def _hms(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def format_plan(plan: dict) -> str:
+    if not plan["jobs"]:
+        return f"plan on {plan['machine']}: nothing to be done"
+    head = ("rule", "output", "profile", f"walls on {plan['machine']}", "time", "cost", "why")
+    cells = [head]
+    for j in plan["jobs"]:
+        cells.append((j["rule"], j["output"], j["profile"], j["verdict"], _hms(j["seconds"]),
+                      f"${j['cost_usd']:.2f}" if j["profile"] == "pod" else "-", j["why"]))
+    w = [max(len(c[i]) for c in cells) for i in range(6)]
+    lines = ["  ".join(c[i].ljust(w[i]) for i in range(6)) + "  " + c[6] for c in cells]
+    lines.append("")
+    lines.append("totals per machine:")
+    for prof, t in sorted(plan["totals"].items()):
+        cost = f", ${t['cost_usd']:.2f}" if prof == "pod" else ""
+        lines.append(f"  {prof:10s} {t['jobs']:4d} jobs  {_hms(t['seconds'])}{cost}")
+    if plan["refusals"]:
+        lines += ["", plan["refusals"]]
+    return "\n".join(lines)
+
+
+class _Captured(Exception):
+    pass
+
+
+def run(snakemake_args: list[str], machine_name: str | None) -> dict:
+    """Dry-run Snakemake's CLI with `snakemake_args`, capture the plan before scheduling."""
+    import snakemake.cli
+    import snakemake.workflow as smk_workflow
+
+    result: dict = {}
+    real = smk_workflow.JobScheduler
+
+    class _Stop:
+        def __init__(self, workflow, *args, **kwargs):
+            m = machine_name or workflow.config.get("machine", "desk")
+            result["plan"] = build(workflow, m)
+
+        def schedule(self):
+            return True
+
+    smk_workflow.JobScheduler = _Stop
+    # Snakemake's own log goes to a scratch file, shown only when it fails before the plan.
+    import tempfile
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile(mode="w+") as scratch:
+        os.dup2(scratch.fileno(), 1)
+        os.dup2(scratch.fileno(), 2)
+        code = 0
+        try:
+            snakemake.cli.main(["--dry-run", "--quiet", "all", *snakemake_args])
+        except SystemExit as exit_:
+            code = exit_.code or 0
+        finally:
+            smk_workflow.JobScheduler = real
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+        if "plan" not in result and code:
+            scratch.seek(0)
+            sys.stderr.write(scratch.read()[-8000:])
+            raise SystemExit(code)
+    if "plan" not in result:  # nothing to be done: Snakemake returned before scheduling
+        result["plan"] = {"machine": machine_name or "desk", "ok": True, "jobs": [], "totals": {}, "refusals": ""}
+    return result["plan"]

@@ -1,0 +1,80 @@
+"""What each job asks: the estimator against every measured row in config/models.yaml (within 10%)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import REPO
+from fourloops import asks
+
+FACTS = asks.load_facts(REPO / "config" / "models.yaml")
+ROWS = [
+    pytest.param(name, row, id=f"{name}-{i}-{row['mode']}-{row['gib']}")
+    for name, model in FACTS["models"].items()
+    for i, row in enumerate(model.get("measured") or [])
+]
+
+
+@pytest.mark.parametrize("name,row", ROWS)
+def test_estimator_is_within_ten_percent_of_every_measured_row(name, row):
+    cfg = {k: row[k] for k in ("mode", "precision", "resident", "resolution", "batch", "frozen_dtype") if k in row}
+    gib, _ = asks.estimate_vram_gib(FACTS, name, **cfg)
+    assert abs(gib - row["gib"]) <= 0.10 * row["gib"], (name, row, gib)
+
+
+def test_every_measured_row_names_its_source():
+    assert len(ROWS) >= 25
+    for p in ROWS:
+        assert p.values[1]["source"]
+
+
+def test_nf4_is_not_params_times_half_a_byte():
+    naive = 8.767e9 * 0.5 / asks.GIB
+    gib, _ = asks.estimate_vram_gib(FACTS, "qwen3_vl_8b", mode="weights", precision="nf4")
+    assert gib > naive + 1.5  # embeddings, head and absmax tables count (measured-h200.md: 6.29 GiB)
+
+
+def test_frozen_dtype_and_resident_text_encoder_decide_whether_lora_512_fits_the_desk():
+    fp32_te, _ = asks.estimate_vram_gib(FACTS, "omnigen2", mode="lora_step", frozen_dtype="fp32",
+                                        resident=["transformer", "text_encoder"], resolution=512)
+    bf16, _ = asks.estimate_vram_gib(FACTS, "omnigen2", mode="lora_step", frozen_dtype="bf16",
+                                     resident=["transformer"], resolution=512)
+    ctx = FACTS["cuda_context_gib"]
+    assert fp32_te + ctx > 24.0 > bf16 + ctx
+
+
+def test_dfc_optimize_asks_its_recorded_walls():
+    ask = asks.recorded_ask(FACTS, "dfc_optimize", licensed=("dfc",))
+    assert (ask.vram.value, ask.ram.value) == (32.5, 39.87)
+    assert "RFD 1165" in ask.vram.source
+
+
+GEN = {"backend": "omnigen2", "precision": "bf16", "size": 512, "device": "cuda"}
+
+
+def test_generator_ask_uses_the_seed_measurement_plus_cuda_context():
+    ask = asks.generator_ask(FACTS, GEN)
+    assert ask.vram.value == pytest.approx(14.75 + 0.5)
+    assert "RFD 1163" in ask.vram.source and ask.devices == ("cuda",)
+
+
+def test_a_probe_beats_provenance_beats_the_estimate(tmp_path):
+    assert asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path)).vram.source.startswith("measured: RFD")
+    prov = tmp_path / "results" / "provenance" / "generate" / "A.json"
+    prov.parent.mkdir(parents=True)
+    prov.write_text(json.dumps({"rule": "generate", "params": {"job": {"generator": GEN}}, "peak_vram_gib": 15.1}))
+    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path))
+    assert ask.vram.value == pytest.approx(15.6) and "provenance" in ask.vram.source
+    probe = tmp_path / "results" / "probe" / "desk" / "generator.json"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(json.dumps({"key": asks.generator_key(GEN), "peak_vram_gib": 14.2, "machine_name": "desk",
+                                 "gpu_name": "NVIDIA GeForce RTX 3090"}))
+    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path), machine="desk")
+    assert ask.vram.value == pytest.approx(14.7) and "probe on desk" in ask.vram.source
+
+
+def test_cpu_jobs_ask_no_vram_and_no_device():
+    ask = asks.generator_ask(FACTS, {**GEN, "device": "cpu"})
+    assert ask.vram_mb == 0 and ask.devices == ()

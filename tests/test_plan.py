@@ -1,0 +1,57 @@
+"""`fourloops plan` on a fresh, a fully built and a param-changed workflow: the right jobs, the right reasons."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, snakemake_env
+
+FOURLOOPS = str(Path(sys.executable).with_name("fourloops"))
+
+
+def plan(workdir: Path, *args: str) -> dict:
+    cmd = [FOURLOOPS, "plan", "--json", "--profile", str(REPO / "profiles" / "smoke"), "--directory", str(workdir), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=snakemake_env(), cwd=workdir, timeout=300)
+    assert proc.returncode in (0, 2), proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_fresh_workflow_plans_every_stage_because_outputs_are_missing(tmp_path):
+    p = plan(tmp_path, "results/ladder.csv")
+    rules = sorted({j["rule"] for j in p["jobs"]})
+    assert rules == ["fit", "generate", "keypoints", "keypoints_generated", "ladder", "render",
+                     "smoke_detector", "smoke_generator"]
+    assert len(p["jobs"]) == 16
+    for j in p["jobs"]:
+        assert "output files have to be generated" in j["why"], j
+        assert j["verdict"] == "fits" and j["seconds"] >= 0
+    assert {"desk", "pod"} <= set(p["totals"]) and p["totals"]["pod"]["jobs"] == 3
+    assert p["ok"]
+
+
+def test_built_workflow_has_nothing_to_plan(built_copy):
+    assert plan(built_copy, "results/ladder.csv")["jobs"] == []
+
+
+def test_changed_param_plans_only_what_depends_on_it(built_copy):
+    p = plan(built_copy, "--config", "model_set=smoke", "seed=1", "--", "results/ladder.csv")
+    got = {(j["rule"], json.dumps(j["wildcards"], sort_keys=True)) for j in p["jobs"]}
+    assert {r for r, _ in got} == {"generate", "keypoints_generated", "fit", "ladder"}
+    for j in p["jobs"]:
+        if j["rule"] == "generate":
+            assert "params have changed" in j["why"], j
+        else:
+            assert "updated by another job" in j["why"], j
+    assert not any(j["rule"] == "fit" and j["wildcards"].get("source") in ("floor", "floor_gt") for j in p["jobs"])
+    # the pod's jobs now have benchmark history from the smoke run
+    assert all(j["seconds_source"].startswith("benchmark history") for j in p["jobs"] if j["rule"] == "generate")
+
+
+def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
+    p = plan(tmp_path, "--machine", "pod", "--config", "model_set=real", "--", "results/ladder.csv")
+    gen = [j for j in p["jobs"] if j["rule"] == "generate"]
+    assert len(gen) == 3 and all(j["cost_usd"] > 0 for j in gen)
+    assert p["totals"]["pod"]["cost_usd"] > 0 and p["machine"] == "pod"

@@ -1,0 +1,111 @@
+"""Walls before work: refused in seconds, with RFD 1165's table, before any job starts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from conftest import REPO, SNAKEMAKE, snakemake_env
+from fourloops import asks, walls
+
+MACHINES = walls.load_machines(REPO / "config" / "machines.yaml")
+FACTS = asks.load_facts(REPO / "config" / "models.yaml")
+
+
+def dfc_job():
+    ask = asks.recorded_ask(FACTS, "dfc_optimize", licensed=("dfc",))
+    return walls.JobAsk(rule="hef_optimize", output="results/hef/model.hef", profile="container",
+                        vram_gib=ask.vram.value, ram_gib=ask.ram.value, devices=("cuda",), licensed=("dfc",),
+                        vram_source=ask.vram.source, ram_source=ask.ram.source)
+
+
+def test_dfc_optimize_is_refused_on_the_desk_with_rfd_1165s_table():
+    v = walls.check_jobs([dfc_job()], MACHINES, "desk")
+    assert not v.ok
+    text = walls.report(v, MACHINES)
+    for word in ("wall", "asked", "available", "verdict", "source of the asked figure",
+                 "video memory", "32.50 GiB", "24.00 GiB", "RFD 1165", "fits pod: NVIDIA A40 46 GiB"):
+        assert word in text, (word, text)
+
+
+def test_the_same_job_fits_the_pod():
+    assert walls.check_jobs([dfc_job()], MACHINES, "pod").ok
+
+
+def test_usb_device_fits_only_the_desk():
+    job = walls.JobAsk(rule="run2", output="x", profile="desk", vram_gib=0, ram_gib=1, devices=("hailo_usb",))
+    assert walls.check_jobs([job], MACHINES, "desk").ok
+    assert not walls.check_jobs([job], MACHINES, "pod").ok
+
+
+def test_an_ask_above_the_profiles_vram_resource_is_refused_not_capped():
+    job = walls.JobAsk(rule="g", output="x", profile="pod", vram_gib=30.0, ram_gib=1, devices=("cuda",))
+    v = walls.check_jobs([job], MACHINES, "pod", provided_vram_mb=24576)
+    assert not v.ok and "cap" in walls.report(v, MACHINES)
+
+
+def test_the_default_profile_declares_the_desk_card():
+    prof = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
+    desk = walls.machine(MACHINES, "desk")
+    assert f"vram_mb={walls.card_capacity_mb(desk)}" in prof["resources"]
+
+
+# ------------------------------------------------------------------------------- the real workflow
+def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "-c1", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=snakemake_env(), cwd=workdir, timeout=300)
+
+
+def probe_says(workdir: Path, gib: float) -> None:
+    gen = {"backend": "omnigen2", "precision": "bf16", "size": 512}
+    p = workdir / "results" / "probe" / "desk" / "generator.json"
+    p.parent.mkdir(parents=True)
+    p.write_text(json.dumps({"key": asks.generator_key(gen), "peak_vram_gib": gib, "machine_name": "desk",
+                             "gpu_name": "NVIDIA GeForce RTX 3090"}))
+
+
+def test_desk_run_asking_32_5_gib_is_refused_before_any_job_and_the_probe_is_named(tmp_path):
+    probe_says(tmp_path, 32.0)  # + 0.5 GiB CUDA context = 32.5 GiB asked
+    proc = run(tmp_path, "--config", "model_set=real", "--", "results/ladder.csv")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "walls:" in out and "32.50 GiB" in out and "measured: probe on desk" in out, out[-3000:]
+    assert "fits pod: NVIDIA A40 46 GiB" in out
+    written = [p for p in (tmp_path / "results").rglob("*") if p.is_file() and "probe" not in p.parts]
+    assert written == []
+    assert not (tmp_path / "logs").exists()
+
+
+def test_the_same_dag_on_the_pod_passes_the_wall_check(tmp_path):
+    probe_says(tmp_path, 32.0)
+    proc = run(tmp_path, "--config", "model_set=real", "machine=pod", "--resources", "vram_mb=47104",
+               "--", "results/ladder.csv")
+    out = proc.stdout + proc.stderr
+    assert "walls:" not in out, out[-3000:]
+    # no GPU here: the next check (weights, CUDA) is what stops it, still before any job
+    assert proc.returncode == 0 or "real model set cannot run" in out
+
+
+SYNTH = """
+from fourloops import asks
+ASK = asks.gib_to_mb(15.0)
+rule all:
+    input: "a.txt", "b.txt"
+rule gpu:
+    output: "{x}.txt"
+    resources: vram_mb=ASK
+    shell: "date +%s.%N > {output}; sleep 2; date +%s.%N >> {output}"
+"""
+
+
+def test_two_15_gib_jobs_never_overlap_on_a_24_gib_card(tmp_path):
+    (tmp_path / "Snakefile").write_text(SYNTH)
+    desk = walls.machine(MACHINES, "desk")
+    proc = subprocess.run([SNAKEMAKE, "-c2", "--resources", f"vram_mb={walls.card_capacity_mb(desk)}"],
+                          cwd=tmp_path, capture_output=True, text=True, env=snakemake_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (a0, a1), (b0, b1) = ([float(x) for x in (tmp_path / f).read_text().split()] for f in ("a.txt", "b.txt"))
+    assert a1 <= b0 or b1 <= a0, "two 15 GiB jobs ran at once on a 24 GiB card"
