@@ -77,11 +77,23 @@ def probes(args) -> int:
     return 0
 
 
+def _pods_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="reap [--prefix P] [--dry-run] [--api-url URL]")
+
+
+def pods(args) -> int:
+    """Rented pods: `fourloops pods reap` terminates fourloops pods no live run owns (verified teardown)."""
+    from fourloops.pods import main as pods_main
+
+    return pods_main(args.rest)
+
+
 # name -> (function, argument setup, help). Adding a subcommand: one function + one line here.
 SUBCOMMANDS = {
     "plan": (plan, _plan_args, "what a run would execute, why, walls, time and cost"),
     "guard": (guard, _guard_args, "refuse when the GPU is already busy (as python -m fourloops.guard)"),
     "probes": (probes, _probe_args, "the measured peaks the wall check will use"),
+    "pods": (pods, _pods_args, "rented pods: `pods reap` terminates orphans no live run owns"),
 }
 
 

@@ -131,6 +131,7 @@ class PodPool:
         self.counter = 0
         self.teardowns: list[runpod.Teardown] = []
         self.closed = False
+        self.tearing = 0  # teardowns in flight in other threads (idle / unhealthy pods)
 
     def acquire(self) -> Pod:
         with self.cond:
@@ -171,7 +172,13 @@ class PodPool:
             if pod not in self.pods:
                 return
             self.pods.remove(pod)
-        self.ex.teardown(pod)
+            self.tearing += 1
+        try:
+            self.ex.teardown(pod)
+        finally:
+            with self.cond:
+                self.tearing -= 1
+                self.cond.notify_all()
 
     def idle_check(self) -> None:
         limit = self.ex.cfg["idle_teardown_s"]
@@ -204,6 +211,10 @@ class PodPool:
             t.start()
         for t in threads:
             t.join()
+        deadline = time.monotonic() + self.ex.cfg["teardown_timeout_s"] + 30
+        with self.cond:  # never exit while another thread is still tearing a pod down
+            while self.tearing and time.monotonic() < deadline:
+                self.cond.wait(0.5)
 
 
 class Executor(RemoteExecutor):
