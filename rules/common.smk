@@ -143,6 +143,15 @@ def get_fit_params(wildcards):
     }
 
 
+def get_probe_inputs(wildcards):
+    """The smoke set's models are built by the workflow; real weights live in the HF cache (preflight checks them)."""
+    if not SMOKE:
+        return {}
+    if wildcards.component == "generator":
+        return {"model": generator_settings()["model"]}
+    return {"weights": SMOKE_DETECTOR}
+
+
 def get_ladder_inputs(wildcards):
     return {
         "fits": expand("results/fit/{source}.json", source=SOURCES),
@@ -174,6 +183,8 @@ def _compute_ask(rulename, wildcards):
         n = len(RENDER_TAGS) if rulename == "keypoints" else len(LADDER_TAGS)
         return asks.detector_ask(MODEL_FACTS, detector_settings(), n_images=n, measured=MEASURED, machine=config["machine"])
     if rulename == "probe_model":
+        if SMOKE:  # the tiny models on the CPU
+            return asks.stage_ask(MODEL_FACTS, "smoke_generate")
         if wildcards.component == "generator":
             return asks.generator_ask(MODEL_FACTS, generator_settings(), measured=None)
         return asks.detector_ask(MODEL_FACTS, detector_settings(), measured=None)

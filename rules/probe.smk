@@ -9,8 +9,11 @@ rule probe:
 
 
 rule probe_model:
+    input:
+        unpack(get_probe_inputs),
     output:
-        "results/probe/{machine}/{component}.json",
+        record="results/probe/{machine}/{component}.json",
+        provenance="results/provenance/probe/{machine}-{component}.json",
     log:
         "logs/probe/{machine}/{component}.log",
     benchmark:
@@ -22,7 +25,7 @@ rule probe_model:
         generator=generator_settings(),
         detector=detector_settings(),
         model_set=config["model_set"],
-        busy_card_limit_gib=MACHINES[config["machine"]].get("busy_card_limit_gib", 2.0),
+        busy_card_limit_gib=get_busy_card_limit_gib,
     threads: 1
     resources:
         profile="desk",

@@ -232,3 +232,16 @@ def test_lint_leaves_only_the_documented_finding(tmp_path):
     findings = set(re.findall(r"^\s+\* (.+?):?$", proc.stdout + proc.stderr, re.M))
     assert findings == {"Specify a conda environment or container for each rule."}, findings
     assert "Specify a conda environment or container for each rule" in (REPO / "README.md").read_text()
+
+
+def test_probe_measures_each_configured_model_on_this_machine(built_copy):
+    """`snakemake probe`: one pass per configured model, load time and peak VRAM with the apparatus."""
+    run_snakemake(built_copy, "probe")
+    for component in ("generator", "detector"):
+        record = json.loads((built_copy / "results" / "probe" / "desk" / f"{component}.json").read_text())
+        assert record["component"] == component and record["model_set"] == "smoke"
+        assert record["load_seconds"] > 0 and record["pass_seconds"] > 0
+        assert record["peak_vram_gib"] is None  # CPU: no VRAM figure is invented
+        assert record["apparatus"]["machine"]["cpus"] and record["apparatus"]["packages"]["torch"]
+    proc = run_snakemake(built_copy, "-n", "results/ladder.csv")
+    assert "Nothing to be done" in proc.stdout + proc.stderr

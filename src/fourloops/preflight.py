@@ -36,6 +36,10 @@ def hf_home() -> str:
 def needs_for_job(rule: str, params: dict) -> list[Need]:
     """What a job of `rule` with resolved `params` needs on the machine that runs it (real model set)."""
     out: list[Need] = []
+    if rule == "probe_model":  # one pass of each configured model
+        return needs_for_job("generate", {"job": {"generator": params["generator"]}}) + needs_for_job(
+            "keypoints", {"detector": params["detector"]}
+        )
     if rule == "generate":
         gen = params["job"]["generator"]
         out.append(Need("device", gen["device"], rule=rule))

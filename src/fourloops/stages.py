@@ -280,3 +280,69 @@ def ladder_stage(fits: list[str], manifests: list[str], csv_out: str, png_out: s
         title += f"; fit floor max |err| {max(floor_gt):.2f} deg"
     ladder.plot(rows, png_out, title)
     return {"model_set": model_set, "rows": len(rows)}
+
+
+# -------------------------------------------------------------------------------------------- probe
+def probe_stage(out: str, machine_name: str, component: str, generator: dict, detector: dict, model_set: str,
+                busy_card_limit_gib: float) -> dict:
+    """One pass of a configured model on this machine: load time, pass time, peak VRAM, with its apparatus.
+
+    Later wall checks read the record (fourloops.asks.Measurements): measured beats estimated."""
+    import torch
+    from PIL import Image
+
+    from fourloops import asks, provenance
+
+    settings = generator if component == "generator" else detector
+    device = settings["device"]
+    check_card(device, busy_card_limit_gib)
+    key = asks.generator_key(generator) if component == "generator" else asks.detector_key(detector)
+    t0 = time.perf_counter()
+    if component == "generator":
+        from fourloops.generate import load_backend
+
+        size = int(generator["size"])
+        model = load_backend(generator["backend"], generator["model"], generator.get("revision"),
+                             generator["precision"], device, {
+                                 "num_inference_steps": 1, "guidance": generator["guidance"], "width": size,
+                                 "height": size, "negative_prompt": generator.get("negative_prompt") or None})
+        load_s = time.perf_counter() - t0
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()  # the peak from here on still counts the resident weights
+        t1 = time.perf_counter()
+        model.generate([Image.new("RGB", (size, size), "white")], "a person", seed=0)
+    else:
+        from fourloops.keypoints import load_detector
+
+        res = int(detector["resolution"])
+        model = load_detector(detector["weights"], device=device, resolution=res,
+                              num_windows=int(detector["num_windows"]))
+        load_s = time.perf_counter() - t0
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        t1 = time.perf_counter()
+        model.detect(Image.new("RGB", (res, res), "white"))
+    pass_s = time.perf_counter() - t1
+    gpu = provenance.gpu_info()
+    record = {
+        "machine_name": machine_name,
+        "component": component,
+        "model_set": model_set,
+        "key": key,
+        "device": device,
+        "load_seconds": round(load_s, 3),
+        "pass_seconds": round(pass_s, 3),
+        "peak_vram_gib": provenance.peak_vram_gib(),
+        "gpu_name": ((gpu or {}).get("gpus") or [{}])[0].get("name"),
+        "apparatus": {
+            "machine": provenance.machine(),
+            "gpu": gpu,
+            "packages": provenance.package_versions(),
+            "code": provenance.code_version(os.environ.get("FOURLOOPS_REPO")),
+            "invocation": provenance.redact(os.environ.get("FOURLOOPS_INVOCATION", "")),
+            "method": "torch.cuda.max_memory_allocated over one pass after the load (weights resident; "
+                      "the CUDA context, ~0.5 GiB, is not in it)",
+        },
+    }
+    write_json(out, record)
+    return {"probe": {k: record[k] for k in ("key", "load_seconds", "pass_seconds", "peak_vram_gib")}}
