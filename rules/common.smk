@@ -228,7 +228,10 @@ def check_walls(dag, machine_name=None):
     provided = workflow.global_resources.get("vram_mb")
     provided = getattr(provided, "value", provided)
     provided = int(provided) if isinstance(provided, (int, float)) and provided < 2**40 else None
-    return walls.check_jobs(jobs, MACHINES, machine_name or config["machine"], provided)
+    # Under the RunPod executor, pod-tagged jobs run on the pod: they meet the pod's walls.
+    executor = getattr(workflow.executor_plugin, "name", None)
+    placement = {"pod": "pod"} if executor == "runpod" else None
+    return walls.check_jobs(jobs, MACHINES, machine_name or config["machine"], provided, placement)
 
 
 # Lineage: each job's params carry a digest of everything upstream of it (config slices and the
@@ -333,7 +336,14 @@ onstart:
     if not SMOKE:
         from fourloops import preflight
 
-        pending = [(job.rule.name, dict(job.params.items())) for job in workflow.dag.needrun_jobs()]
+        # Under the RunPod executor, pod jobs meet their needs on the pod (CUDA there; it fetches the
+        # weights into its own cache), so only the jobs that run here are checked here.
+        remote = {"pod"} if getattr(workflow.executor_plugin, "name", None) == "runpod" else set()
+        pending = [
+            (job.rule.name, dict(job.params.items()))
+            for job in workflow.dag.needrun_jobs()
+            if str(getattr(job.rule.resources.get("profile"), "raw", job.rule.resources.get("profile"))) not in remote
+        ]
         missing = preflight.problems(pending)
         if missing:
             raise WorkflowError(preflight.report(missing))

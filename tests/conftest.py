@@ -75,7 +75,7 @@ def built_copy(smoke_run, tmp_path):
 def loopback_sshd(tmp_path_factory):
     """A real sshd on 127.0.0.1 with its own host key; the stand-in's pods log in here."""
     if not Path("/usr/sbin/sshd").exists() or shutil.which("rsync") is None:
-        pytest.skip("openssh-server and rsync are needed (bin/setup installs them)")
+        pytest.fail("openssh-server and rsync are needed for the pod executor tests: run bin/setup (it installs them)")
     from runpod_standin import Sshd
 
     sshd = Sshd(tmp_path_factory.mktemp("sshd"))

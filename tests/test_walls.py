@@ -109,3 +109,11 @@ def test_two_15_gib_jobs_never_overlap_on_a_24_gib_card(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     (a0, a1), (b0, b1) = ([float(x) for x in (tmp_path / f).read_text().split()] for f in ("a.txt", "b.txt"))
     assert a1 <= b0 or b1 <= a0, "two 15 GiB jobs ran at once on a 24 GiB card"
+
+
+def test_under_the_pod_executor_pod_jobs_meet_the_pods_walls_and_desk_jobs_the_desks():
+    gen = walls.JobAsk(rule="generate", output="g", profile="pod", vram_gib=30.0, ram_gib=8, devices=("cuda",))
+    usb = walls.JobAsk(rule="run2", output="r", profile="desk", vram_gib=0, ram_gib=1, devices=("hailo_usb",))
+    assert not walls.check_jobs([gen, usb], MACHINES, "desk").ok  # all on the desk: 30 GiB > 24 GiB
+    placed = walls.check_jobs([gen, usb], MACHINES, "desk", placement={"pod": "pod"})
+    assert placed.ok, walls.report(placed, MACHINES)

@@ -44,6 +44,10 @@ OMNIGEN2_INSTALL_HINT = (
     f"if it must be pip-installed); its requirements.txt also wants timm, einops, accelerate, omegaconf"
 )
 
+# Set in a rented pod's environment by the RunPod executor: there, a hub model missing from the cache is
+# downloaded once (the pod's container disk keeps it across jobs). Nowhere else does anything download.
+FETCH_ENV = "FOURLOOPS_FETCH_MODELS"
+
 # Process-level count of model loads (calls of `_from_pretrained`); a job must add exactly one.
 LOADS = 0
 
@@ -134,6 +138,10 @@ def resolve_model(model: str, revision: str | None) -> tuple[Path, dict]:
     except HFValidationError as exc:
         raise ValueError(f"model {model!r} is neither an existing directory nor a valid hub id: {exc}") from exc
     except (LocalEntryNotFoundError, FileNotFoundError, OSError) as exc:
+        if os.environ.get(FETCH_ENV) == "1":  # a rented pod: download once into its own cache
+            snapshot = snapshot_download(model, revision=revision)
+            snapshot_path = Path(snapshot)
+            return snapshot_path, {"source": "hub_download", "resolved_revision": snapshot_path.name}
         raise ModelNotCached(
             f"model {model!r} at revision {revision or 'main'!r} is not in the local Hugging Face cache "
             f"(HF_HOME={constants.HF_HOME!r}, hub cache {constants.HF_HUB_CACHE!r}); nothing is downloaded "

@@ -145,8 +145,12 @@ def check_job(job: JobAsk, m: Machine, provided_vram_mb: int | None = None) -> l
     return rows
 
 
-def target_for(job: JobAsk, machines: dict, target: str) -> Machine:
-    """A job tagged `container` runs in the container on the target machine; everything else on the target."""
+def target_for(job: JobAsk, machines: dict, target: str, placement: dict | None = None) -> Machine:
+    """Where a job runs: `placement` maps a profile tag to a machine (under the pod executor, `pod` jobs
+    run on the pod whatever the target); a job tagged `container` runs in the container on its host;
+    everything else on the target."""
+    if placement and job.profile in placement:
+        target = placement[job.profile]
     if job.profile == "container" and "container" in machines:
         return machine(machines, "container", host=target)
     return machine(machines, target)
@@ -178,8 +182,11 @@ class Verdict:
         return not self.refused
 
 
-def check_jobs(jobs: list[JobAsk], machines: dict, target: str, provided_vram_mb: int | None = None) -> Verdict:
-    checked = [(j, check_job(j, target_for(j, machines, target), provided_vram_mb)) for j in jobs]
+def check_jobs(
+    jobs: list[JobAsk], machines: dict, target: str, provided_vram_mb: int | None = None,
+    placement: dict | None = None,
+) -> Verdict:
+    checked = [(j, check_job(j, target_for(j, machines, target, placement), provided_vram_mb)) for j in jobs]
     return Verdict(machine(machines, target), checked)
 
 

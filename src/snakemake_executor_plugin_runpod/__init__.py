@@ -359,7 +359,9 @@ class Executor(RemoteExecutor):
     # pod lifecycle ----------------------------------------------------------------------------
     def start_pod(self, n: int) -> Pod:
         name = f"{self.cfg['name_prefix']}-{self.run_id}-{n}"
-        env = {"PUBLIC_KEY": self.pubkey}
+        # A pod fetches the configured weights once into its HF cache on the container disk (the desk never
+        # downloads at run time: fourloops.generate.resolve_model).
+        env = {"PUBLIC_KEY": self.pubkey, "FOURLOOPS_FETCH_MODELS": "1"}
         for var in self.cfg["pod_env"]:
             if os.environ.get(var):
                 env[var] = os.environ[var]
