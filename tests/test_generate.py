@@ -228,3 +228,29 @@ def test_generate_rejects_bad_inputs(generator):
         generator.generate([np.zeros((8, 8, 3))], "x", 0)
     with pytest.raises(ValueError):
         generator.generate(_refs(1), "x", 1.5)
+
+
+def test_only_a_pod_fetches_a_missing_hub_model(monkeypatch, tmp_path):
+    """The executor sets FOURLOOPS_FETCH_MODELS=1 in a pod's environment; elsewhere nothing downloads."""
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    calls = []
+
+    def fake_snapshot_download(repo_id, revision=None, local_files_only=False, **_):
+        calls.append(local_files_only)
+        if local_files_only:
+            raise LocalEntryNotFoundError("not cached")
+        snap = tmp_path / "snapshots" / "0123abcd"
+        snap.mkdir(parents=True, exist_ok=True)
+        return str(snap)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    monkeypatch.delenv(G.FETCH_ENV, raising=False)
+    with pytest.raises(G.ModelNotCached):
+        G.resolve_model("OmniGen2/OmniGen2", "main")
+    assert calls == [True]
+    monkeypatch.setenv(G.FETCH_ENV, "1")
+    path, info = G.resolve_model("OmniGen2/OmniGen2", "main")
+    assert calls == [True, True, False]
+    assert info == {"source": "hub_download", "resolved_revision": "0123abcd"} and path.name == "0123abcd"
