@@ -295,11 +295,3 @@ def recorded_ask(facts: dict, name: str, *, licensed: tuple[str, ...] = (), devi
         model=name,
     )
 
-
-# Kept for callers of the first version of this module.
-def generator_vram_mb(facts: dict, backend: str, precision: str, size: int = 512) -> int:
-    return generator_ask(facts, {"backend": backend, "precision": precision, "size": size, "device": "cuda"}).vram_mb
-
-
-def detector_vram_mb(facts: dict, resolution: int = 576) -> int:
-    return detector_ask(facts, {"resolution": resolution, "device": "cuda"}).vram_mb
