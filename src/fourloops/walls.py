@@ -8,9 +8,9 @@ asked figure), plus where the job would fit. Snakemake silently caps a resource 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import yaml
+from fourloops.machines import Machine, card_capacity_mb, load as load_machines, machine  # noqa: F401
+from fourloops.tables import format_table as _table
 
 WALL_NAMES = {
     "vram": "video memory",
@@ -21,59 +21,6 @@ WALL_NAMES = {
     "device": "device",
     "licensed": "licensed software",
 }
-
-
-@dataclass(frozen=True)
-class Machine:
-    name: str
-    description: str
-    os: str
-    arch: str
-    gpu_name: str | None
-    vram_gib: float
-    ram_gib: float
-    devices: tuple[str, ...]
-    licensed: tuple[str, ...]
-    hourly_usd: float
-    busy_card_limit_gib: float
-    pages_instead_of_oom: bool
-
-    def label(self) -> str:
-        gpu = f"{self.gpu_name} {self.vram_gib:g} GiB" if self.gpu_name else "no GPU"
-        return f"{self.name}: {gpu}"
-
-
-def load_machines(path: str | Path) -> dict:
-    with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
-
-
-def machine(machines: dict, name: str, host: str | None = None) -> Machine:
-    """The walls of machine `name`; a container inherits its host's walls and adds its licensed software."""
-    raw = machines[name]
-    if "host" in raw:
-        base = machine(machines, host or raw["host"])
-        return Machine(
-            name=f"{name} on {base.name}", description=raw.get("description", ""), os=raw.get("os", base.os),
-            arch=raw.get("arch", base.arch), gpu_name=base.gpu_name, vram_gib=base.vram_gib, ram_gib=base.ram_gib,
-            devices=base.devices if raw.get("devices_from_host", True) else tuple(raw.get("devices") or ()),
-            licensed=tuple(sorted(set(base.licensed) | set(raw.get("licensed") or ()))),
-            hourly_usd=base.hourly_usd, busy_card_limit_gib=base.busy_card_limit_gib,
-            pages_instead_of_oom=base.pages_instead_of_oom,
-        )
-    gpu = raw.get("gpu") or {}
-    return Machine(
-        name=name, description=raw.get("description", ""), os=raw.get("os", "linux"), arch=raw.get("arch", "x86_64"),
-        gpu_name=gpu.get("name"), vram_gib=float(gpu.get("vram_gib", 0.0)), ram_gib=float(raw.get("ram_gib", 0.0)),
-        devices=tuple(raw.get("devices") or ()), licensed=tuple(raw.get("licensed") or ()),
-        hourly_usd=float(raw.get("hourly_usd", 0.0)), busy_card_limit_gib=float(raw.get("busy_card_limit_gib", 2.0)),
-        pages_instead_of_oom=bool(raw.get("pages_instead_of_oom", False)),
-    )
-
-
-def card_capacity_mb(m: Machine) -> int:
-    """The `--resources vram_mb=` a profile for this machine declares (MiB of its card)."""
-    return int(round(m.vram_gib * 1024))
 
 
 @dataclass(frozen=True)
@@ -192,12 +139,7 @@ def check_jobs(
 
 def format_table(rows: list[Row]) -> str:
     head = ("wall", "asked", "available", "verdict", "source of the asked figure")
-    cells = [head] + [(r.wall, r.asked, r.available, r.verdict, r.source) for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(4)]
-    lines = []
-    for c in cells:
-        lines.append("  " + "  ".join(c[i].ljust(widths[i]) for i in range(4)) + "  " + c[4])
-    return "\n".join(lines)
+    return _table(head, [(r.wall, r.asked, r.available, r.verdict, r.source) for r in rows], indent="  ")
 
 
 def report(verdict: Verdict, machines: dict) -> str:

@@ -1,0 +1,114 @@
+"""The machines jobs run on (config/machines.yaml): the one loader, the walls of each, and where a
+profile tag runs under an executor.
+
+Everything that reads machines.yaml (the wall check, the plan, the guard's limit, the RunPod
+executor) goes through `load` and `machine`; which profile tags run away from the target machine is
+decided once, in `placement`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "config" / "machines.yaml"
+
+# The profile tags a rule may carry: where its jobs run (RFD 1163/1165).
+PROFILE_TAGS = ("desk", "pod", "container")
+
+
+class MachinesError(ValueError):
+    """machines.yaml is missing, unreadable or names a machine that is not there."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    description: str
+    os: str
+    arch: str
+    gpu_name: str | None
+    vram_gib: float
+    ram_gib: float
+    devices: tuple[str, ...]
+    licensed: tuple[str, ...]
+    hourly_usd: float
+    busy_card_limit_gib: float
+    pages_instead_of_oom: bool
+
+    def label(self) -> str:
+        gpu = f"{self.gpu_name} {self.vram_gib:g} GiB" if self.gpu_name else "no GPU"
+        return f"{self.name}: {gpu}"
+
+
+def load(path: str | Path | None = None) -> dict:
+    """The machines file as a dict (default: the repository's config/machines.yaml)."""
+    path = Path(path) if path else DEFAULT_PATH
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as err:
+        raise MachinesError(f"{path}: cannot be read ({err.strerror})") from None
+    except yaml.YAMLError as err:
+        raise MachinesError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise MachinesError(f"{path}: expected a mapping of machine names, found {type(data).__name__}")
+    return data
+
+
+def names(machines: dict) -> list[str]:
+    """The machines a run can target (hosts, not containers)."""
+    return [n for n, raw in machines.items() if isinstance(raw, dict) and "host" not in raw]
+
+
+def machine(machines: dict, name: str, host: str | None = None) -> Machine:
+    """The walls of machine `name`; a container inherits its host's walls and adds its licensed software."""
+    if name not in machines or not isinstance(machines[name], dict):
+        raise MachinesError(
+            f"machine = {name!r} is not in config/machines.yaml; allowed: one of {sorted(machines)}"
+        )
+    raw = machines[name]
+    if "host" in raw:
+        base = machine(machines, host or raw["host"])
+        return Machine(
+            name=f"{name} on {base.name}", description=raw.get("description", ""), os=raw.get("os", base.os),
+            arch=raw.get("arch", base.arch), gpu_name=base.gpu_name, vram_gib=base.vram_gib, ram_gib=base.ram_gib,
+            devices=base.devices if raw.get("devices_from_host", True) else tuple(raw.get("devices") or ()),
+            licensed=tuple(sorted(set(base.licensed) | set(raw.get("licensed") or ()))),
+            hourly_usd=base.hourly_usd, busy_card_limit_gib=base.busy_card_limit_gib,
+            pages_instead_of_oom=base.pages_instead_of_oom,
+        )
+    gpu = raw.get("gpu") or {}
+    return Machine(
+        name=name, description=raw.get("description", ""), os=raw.get("os", "linux"), arch=raw.get("arch", "x86_64"),
+        gpu_name=gpu.get("name"), vram_gib=float(gpu.get("vram_gib", 0.0)), ram_gib=float(raw.get("ram_gib", 0.0)),
+        devices=tuple(raw.get("devices") or ()), licensed=tuple(raw.get("licensed") or ()),
+        hourly_usd=float(raw.get("hourly_usd", 0.0)), busy_card_limit_gib=float(raw.get("busy_card_limit_gib", 2.0)),
+        pages_instead_of_oom=bool(raw.get("pages_instead_of_oom", False)),
+    )
+
+
+def card_capacity_mb(m: Machine) -> int:
+    """The `--resources vram_mb=` a profile for this machine declares (MiB of its card)."""
+    return int(round(m.vram_gib * 1024))
+
+
+def placement(executor: str | None, machines: dict) -> dict[str, str]:
+    """Profile tag -> the machine its jobs run on under `executor`; tags not listed run on the target.
+
+    Under the RunPod executor `pod` jobs run on a rented pod, and so do `container` jobs when the pod
+    section names a DFC image (pod.runpod.dfc_image). Every other executor runs every job on the target.
+    """
+    if executor != "runpod":
+        return {}
+    out = {"pod": "pod"}
+    if ((machines.get("pod") or {}).get("runpod") or {}).get("dfc_image"):
+        out["container"] = "pod"
+    return out
+
+
+def remote_tags(executor: str | None, machines: dict) -> set[str]:
+    """The profile tags whose jobs leave this machine under `executor`."""
+    return set(placement(executor, machines))
