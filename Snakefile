@@ -1,4 +1,5 @@
 # fourloops: render -> generate -> keypoints -> fit -> ladder table. Table of contents only.
+# Every stage file in rules/ is included (adding a stage adds its file, nothing here); common.smk first.
 from snakemake.utils import min_version, validate
 
 min_version("9.27")
@@ -8,14 +9,12 @@ configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
 include: "rules/common.smk"
-include: "rules/models.smk"
-include: "rules/render.smk"
-include: "rules/generate.smk"
-include: "rules/keypoints.smk"
-include: "rules/fit.smk"
-include: "rules/ladder.smk"
-include: "rules/publish.smk"
-include: "rules/probe.smk"
+
+
+for stage_rules in sorted(Path(workflow.basedir, "rules").glob("*.smk")):
+    if stage_rules.name != "common.smk":
+
+        include: stage_rules
 
 
 rule all:

@@ -1,25 +1,29 @@
-# Helpers shared by the stage files: config checks, paths, input functions, resource asks.
-import json
+# Shared by the stage files: the config check, paths, wildcard constraints, input and params functions.
+# What a job asks, its lineage, the walls and the preflight come from the stage declarations
+# (src/fourloops/stages/*.py, read through fourloops.smk), not from here.
 import os
 import sys
+import tempfile
 from pathlib import Path
+
+import yaml
 
 from snakemake.exceptions import WorkflowError
 
-from fourloops import asks, provenance
+from fourloops import provenance, smk
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
-from fourloops.config import ConfigError, check_config
+from fourloops.config import ConfigError, check_config, schema_with_slices
 
-try:
-    check_config(
-        config,
-        Path(workflow.basedir) / "config" / "schema.yaml",
-        BACKENDS,
-        SMOKE_BACKENDS,
-        fill_defaults=validate,
-    )
-except ConfigError as err:
-    raise WorkflowError(str(err)) from None
+# The experiment schema plus each stage's own slice (config/schema.d/<key>.yaml), checked before any job.
+with tempfile.TemporaryDirectory(prefix="fourloops-schema-") as _tmp:
+    _schema = Path(_tmp) / "schema.yaml"
+    try:
+        _schema.write_text(yaml.safe_dump(schema_with_slices(
+            Path(workflow.basedir) / "config" / "schema.yaml", Path(workflow.basedir) / "config" / "schema.d"
+        ), sort_keys=False))
+        check_config(config, _schema, BACKENDS, SMOKE_BACKENDS, fill_defaults=validate)
+    except ConfigError as err:
+        raise WorkflowError(str(err)) from None
 
 # Jobs read the top-level invocation from here for their provenance (secrets redacted).
 os.environ.setdefault("FOURLOOPS_INVOCATION", provenance.redact(" ".join(sys.argv)))
@@ -47,6 +51,14 @@ wildcard_constraints:
 
 SMOKE_GENERATOR_DIR = "models/smoke/generator-{backend}"
 SMOKE_DETECTOR = "models/smoke/rfdetr-keypoint.pth"
+
+# fourloops' view of this workflow: every rule declares `resources: **ASKS` and `lineage=LINEAGE`.
+smk.check_model_set(config["model_set"])
+FOURLOOPS = smk.workflow_of(workflow, config)
+ASKS = FOURLOOPS.resources()
+LINEAGE = FOURLOOPS.lineage_param()
+# Before the DAG is built, outputs are checked against their provenance records (a corrupted one reruns).
+FOURLOOPS.check_outputs_before_the_dag()
 
 
 def generator_settings():
@@ -157,193 +169,3 @@ def get_ladder_inputs(wildcards):
         "fits": expand("results/fit/{source}.json", source=SOURCES),
         "manifests": expand("results/generate/{condition}/views.json", condition=CONDITIONS),
     }
-
-
-# What each job asks of the machine (the wall check compares these with config/machines.yaml).
-# Every rule's resources call the ask_* functions below with its own name; the numbers come from
-# config/models.yaml facts and the job's params, or from measurements (probes, earlier provenance).
-from fourloops import walls
-
-MODEL_FACTS = asks.load_facts(Path(workflow.basedir) / "config" / "models.yaml")
-MACHINES = walls.load_machines(Path(workflow.basedir) / "config" / "machines.yaml")
-MEASURED = asks.Measurements.load(Path.cwd())
-_ASKS = {}
-
-
-def _compute_ask(rulename, wildcards):
-    if rulename == "generate":
-        refs = len(config["conditions"][wildcards.condition]["references"])
-        n = len(config["ladder"]["azimuths"])
-        if SMOKE:
-            return asks.stage_ask(MODEL_FACTS, "smoke_generate")
-        return asks.generator_ask(
-            MODEL_FACTS, generator_settings(), n_references=refs, n_views=n, measured=MEASURED, machine=config["machine"]
-        )
-    if rulename in ("keypoints", "keypoints_generated"):
-        n = len(RENDER_TAGS) if rulename == "keypoints" else len(LADDER_TAGS)
-        return asks.detector_ask(MODEL_FACTS, detector_settings(), n_images=n, measured=MEASURED, machine=config["machine"])
-    if rulename == "probe_model":
-        if SMOKE:  # the tiny models on the CPU
-            return asks.stage_ask(MODEL_FACTS, "smoke_generate")
-        if wildcards.component == "generator":
-            return asks.generator_ask(MODEL_FACTS, generator_settings(), measured=None)
-        return asks.detector_ask(MODEL_FACTS, detector_settings(), measured=None)
-    return asks.stage_ask(MODEL_FACTS, rulename)
-
-
-def job_ask(rulename, wildcards):
-    key = (rulename, tuple(sorted(dict(wildcards.items()).items())))
-    if key not in _ASKS:
-        _ASKS[key] = _compute_ask(rulename, wildcards)
-    return _ASKS[key]
-
-
-def ask_vram_mb(wildcards, rulename):
-    return job_ask(rulename, wildcards).vram_mb
-
-
-def ask_mem_mb(wildcards, rulename):
-    return job_ask(rulename, wildcards).mem_mb
-
-
-def ask_devices(wildcards, rulename):
-    return ",".join(job_ask(rulename, wildcards).devices) or "none"
-
-
-def ask_licensed(wildcards, rulename):
-    return ",".join(job_ask(rulename, wildcards).licensed) or "none"
-
-
-def ask_os(wildcards, rulename):
-    return job_ask(rulename, wildcards).os
-
-
-def ask_arch(wildcards, rulename):
-    return job_ask(rulename, wildcards).arch
-
-
-def check_walls(dag, machine_name=None):
-    """Every pending job against the target machine (config machine): a fourloops.walls.Verdict."""
-    jobs = walls.jobs_from_dag(dag, job_ask)
-    provided = workflow.global_resources.get("vram_mb")
-    provided = getattr(provided, "value", provided)
-    provided = int(provided) if isinstance(provided, (int, float)) and provided < 2**40 else None
-    # Under the RunPod executor, pod-tagged jobs run on the pod: they meet the pod's walls.
-    executor = getattr(workflow.executor_plugin, "name", None)
-    placement = {"pod": "pod"} if executor == "runpod" else None
-    return walls.check_jobs(jobs, MACHINES, machine_name or config["machine"], provided, placement)
-
-
-# Lineage: each job's params carry a digest of everything upstream of it (config slices and the
-# library sources each stage runs), so a change marks every downstream job stale by its params even
-# where an intermediate file is missing (Snakemake does not rerun an up-to-date job for a missing
-# intermediate input), and a library change marks the stages that run it.
-import functools
-import hashlib
-from types import SimpleNamespace
-
-LIBRARY = Path(workflow.basedir) / "src" / "fourloops"
-
-
-def _digest(*parts):
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-@functools.cache
-def library_digest(*modules):
-    return _digest(*[(m, hashlib.sha256((LIBRARY / m).read_bytes()).hexdigest()) for m in sorted(modules)])
-
-
-def render_lineage():
-    return _digest(
-        library_digest("body.py", "render.py", "camera.py", "coco.py", "stages.py", "io.py"),
-        config["render"], config["azimuths"], config["model_set"],
-    )
-
-
-def generate_lineage(condition):
-    return _digest(
-        render_lineage(), library_digest("generate.py", "smoke_generators.py", "stages.py", "io.py"),
-        get_generate_params(SimpleNamespace(condition=condition)), config["smoke"] if SMOKE else None,
-    )
-
-
-def keypoints_lineage(kpset):
-    upstream = render_lineage() if kpset == "render" else generate_lineage(kpset)
-    return _digest(upstream, library_digest("keypoints.py", "coco.py", "stages.py"), detector_settings(),
-                   config["smoke"] if SMOKE else None)
-
-
-def fit_lineage(source):
-    if source == "floor_gt":
-        upstream = render_lineage()
-    else:
-        upstream = keypoints_lineage("render" if source == "floor" else source)
-    params = get_fit_params(SimpleNamespace(source=source))
-    return _digest(upstream, library_digest("fit.py", "camera.py", "stages.py"), params)
-
-
-def get_render_lineage(wildcards):
-    return render_lineage()
-
-
-def get_generate_lineage(wildcards):
-    return generate_lineage(wildcards.condition)
-
-
-def get_keypoints_lineage(wildcards):
-    return keypoints_lineage(wildcards.kpset)
-
-
-def get_fit_lineage(wildcards):
-    return fit_lineage(wildcards.source)
-
-
-def get_ladder_lineage(wildcards):
-    return _digest([fit_lineage(s) for s in SOURCES], library_digest("ladder.py", "stages.py"))
-
-
-def get_smoke_lineage(wildcards):
-    return library_digest("smoke_generators.py", "generate.py", "keypoints.py", "stages.py")
-
-
-def get_busy_card_limit_gib(wildcards):
-    """The busy-card guard's limit on the machine this run targets (RFD 1140: 2 GiB)."""
-    return walls.machine(MACHINES, config["machine"]).busy_card_limit_gib
-
-
-# A working directory holds one model set: smoke outputs never mix with real ones. (A `--config` on
-# the command line replaces a profile's `config:` list, so `--profile profiles/smoke --config x=1`
-# silently asks for the real set; this catches it.)
-MODEL_SET_MARKER = Path(".fourloops-model-set")
-if MODEL_SET_MARKER.exists() and MODEL_SET_MARKER.read_text().strip() != config["model_set"]:
-    raise WorkflowError(
-        f"model_set = {config['model_set']!r}, but this working directory ({Path.cwd()}) holds "
-        f"{MODEL_SET_MARKER.read_text().strip()!r} outputs; allowed: {MODEL_SET_MARKER.read_text().strip()!r} here. "
-        "A --config on the command line replaces the profile's config list: add model_set=smoke to it "
-        "for the smoke set, or run the real set in its own directory."
-    )
-
-
-onstart:
-    MODEL_SET_MARKER.write_text(config["model_set"] + "\n")
-    # Walls first (seconds, no torch): refuse what cannot fit on the target machine before any job.
-    verdict = check_walls(workflow.dag)
-    if not verdict.ok:
-        raise WorkflowError(walls.report(verdict, MACHINES))
-    # A real run checks, before its first job, that every model, weight file and device the pending
-    # jobs need is here; it never falls back to the smoke models.
-    if not SMOKE:
-        from fourloops import preflight
-
-        # Under the RunPod executor, pod jobs meet their needs on the pod (CUDA there; it fetches the
-        # weights into its own cache), so only the jobs that run here are checked here.
-        remote = {"pod"} if getattr(workflow.executor_plugin, "name", None) == "runpod" else set()
-        pending = [
-            (job.rule.name, dict(job.params.items()))
-            for job in workflow.dag.needrun_jobs()
-            if str(getattr(job.rule.resources.get("profile"), "raw", job.rule.resources.get("profile"))) not in remote
-        ]
-        missing = preflight.problems(pending)
-        if missing:
-            raise WorkflowError(preflight.report(missing))

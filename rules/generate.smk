@@ -15,16 +15,9 @@ rule generate:
     params:
         job=get_generate_params,
         model_set=config["model_set"],
-        lineage=get_generate_lineage,
-        busy_card_limit_gib=get_busy_card_limit_gib,
+        lineage=LINEAGE,
     threads: 1
     resources:
-        profile="pod",
-        mem_mb=ask_mem_mb,
-        vram_mb=ask_vram_mb,
-        os=ask_os,
-        arch=ask_arch,
-        devices=ask_devices,
-        licensed=ask_licensed,
+        **ASKS,
     script:
         "../scripts/generate.py"

@@ -17,17 +17,10 @@ rule keypoints:
         detector=detector_settings(),
         azimuths=config["azimuths"],
         model_set=config["model_set"],
-        lineage=get_keypoints_lineage,
-        busy_card_limit_gib=get_busy_card_limit_gib,
+        lineage=LINEAGE,
     threads: 1
     resources:
-        profile="desk",
-        mem_mb=ask_mem_mb,
-        vram_mb=ask_vram_mb,
-        os=ask_os,
-        arch=ask_arch,
-        devices=ask_devices,
-        licensed=ask_licensed,
+        **ASKS,
     script:
         "../scripts/keypoints.py"
 
@@ -42,5 +35,4 @@ use rule keypoints as keypoints_generated with:
         detector=detector_settings(),
         azimuths=config["ladder"]["azimuths"],
         model_set=config["model_set"],
-        lineage=get_keypoints_lineage,
-        busy_card_limit_gib=get_busy_card_limit_gib,
+        lineage=LINEAGE,

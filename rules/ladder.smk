@@ -14,15 +14,9 @@ rule ladder:
         "benchmarks/ladder/ladder.tsv"
     params:
         model_set=config["model_set"],
-        lineage=get_ladder_lineage,
+        lineage=LINEAGE,
     threads: 1
     resources:
-        profile="desk",
-        mem_mb=ask_mem_mb,
-        vram_mb=ask_vram_mb,
-        os=ask_os,
-        arch=ask_arch,
-        devices=ask_devices,
-        licensed=ask_licensed,
+        **ASKS,
     script:
         "../scripts/ladder.py"

@@ -14,16 +14,10 @@ rule smoke_generator:
     params:
         seed=config["smoke"]["seed"],
         model_set="smoke",
-        lineage=get_smoke_lineage,
+        lineage=LINEAGE,
     threads: 1
     resources:
-        profile="desk",
-        mem_mb=ask_mem_mb,
-        vram_mb=ask_vram_mb,
-        os=ask_os,
-        arch=ask_arch,
-        devices=ask_devices,
-        licensed=ask_licensed,
+        **ASKS,
     script:
         "../scripts/smoke_generator.py"
 
@@ -40,15 +34,9 @@ rule smoke_detector:
         seed=config["smoke"]["seed"],
         resolution=config["smoke"]["keypoints_resolution"],
         model_set="smoke",
-        lineage=get_smoke_lineage,
+        lineage=LINEAGE,
     threads: 1
     resources:
-        profile="desk",
-        mem_mb=ask_mem_mb,
-        vram_mb=ask_vram_mb,
-        os=ask_os,
-        arch=ask_arch,
-        devices=ask_devices,
-        licensed=ask_licensed,
+        **ASKS,
     script:
         "../scripts/smoke_detector.py"

@@ -25,15 +25,9 @@ rule probe_model:
         generator=generator_settings(),
         detector=detector_settings(),
         model_set=config["model_set"],
-        busy_card_limit_gib=get_busy_card_limit_gib,
+        lineage=LINEAGE,
     threads: 1
     resources:
-        profile="desk",
-        mem_mb=ask_mem_mb,
-        vram_mb=ask_vram_mb,
-        os=ask_os,
-        arch=ask_arch,
-        devices=ask_devices,
-        licensed=ask_licensed,
+        **ASKS,
     script:
         "../scripts/probe.py"

@@ -17,12 +17,6 @@ rule publish:
     localrule: True
     threads: 1
     resources:
-        profile="desk",
-        mem_mb=ask_mem_mb,
-        vram_mb=ask_vram_mb,
-        os=ask_os,
-        arch=ask_arch,
-        devices=ask_devices,
-        licensed=ask_licensed,
+        **ASKS,
     script:
         "../scripts/publish.py"

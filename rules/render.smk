@@ -18,15 +18,9 @@ rule render:
         camera=camera_settings(),
         background=config["render"]["background"],
         model_set=config["model_set"],
-        lineage=get_render_lineage,
+        lineage=LINEAGE,
     threads: 1
     resources:
-        profile="desk",
-        mem_mb=ask_mem_mb,
-        vram_mb=ask_vram_mb,
-        os=ask_os,
-        arch=ask_arch,
-        devices=ask_devices,
-        licensed=ask_licensed,
+        **ASKS,
     script:
         "../scripts/render.py"

@@ -1,5 +1,5 @@
 from fourloops.jobs import job
-from fourloops.stages import fit_stage
+from fourloops.stages.fit import fit_stage
 
 with job(snakemake) as run:
     run.record(**fit_stage(

@@ -1,5 +1,5 @@
 from fourloops.jobs import job
-from fourloops.stages import keypoints_stage
+from fourloops.stages.keypoints import keypoints_stage
 
 with job(snakemake) as run:
     run.record(**keypoints_stage(
@@ -7,5 +7,5 @@ with job(snakemake) as run:
         points_out=list(snakemake.output.points),
         azimuths=snakemake.params.azimuths,
         detector=snakemake.params.detector,
-        busy_card_limit_gib=snakemake.params.busy_card_limit_gib,
+        machine=snakemake.config["machine"],
     ))

@@ -1,5 +1,5 @@
 from fourloops.jobs import job
-from fourloops.stages import ladder_stage
+from fourloops.stages.ladder import ladder_stage
 
 with job(snakemake) as run:
     run.record(**ladder_stage(

@@ -1,5 +1,5 @@
 from fourloops.jobs import job
-from fourloops.stages import probe_stage
+from fourloops.stages.probe import probe_stage
 
 with job(snakemake) as run:
     run.record(**probe_stage(
@@ -9,5 +9,5 @@ with job(snakemake) as run:
         generator=snakemake.params.generator,
         detector=snakemake.params.detector,
         model_set=snakemake.params.model_set,
-        busy_card_limit_gib=snakemake.params.busy_card_limit_gib,
+        machine=snakemake.wildcards.machine,
     ))

@@ -1,5 +1,5 @@
 from fourloops.jobs import job
-from fourloops.stages import render_stage
+from fourloops.stages.render import render_stage
 
 with job(snakemake) as run:
     run.record(**render_stage(

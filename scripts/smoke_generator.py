@@ -1,5 +1,5 @@
 from fourloops.jobs import job
-from fourloops.stages import smoke_generator_stage
+from fourloops.stages.smoke_models import smoke_generator_stage
 
 with job(snakemake) as run:
     run.record(**smoke_generator_stage(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +13,14 @@ from conftest import REPO, snakemake_env
 FOURLOOPS = str(Path(sys.executable).with_name("fourloops"))
 
 
-def plan(workdir: Path, *args: str) -> dict:
+def plan_proc(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     cmd = [FOURLOOPS, "plan", "--json", "--profile", str(REPO / "profiles" / "smoke"), "--directory", str(workdir), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=snakemake_env(), cwd=workdir, timeout=300)
-    assert proc.returncode in (0, 2), proc.stderr[-3000:]
+    return subprocess.run(cmd, capture_output=True, text=True, env=snakemake_env(), cwd=workdir, timeout=300)
+
+
+def plan(workdir: Path, *args: str) -> dict:
+    proc = plan_proc(workdir, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
 
@@ -55,3 +60,36 @@ def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
     gen = [j for j in p["jobs"] if j["rule"] == "generate"]
     assert len(gen) == 3 and all(j["cost_usd"] > 0 for j in gen)
     assert p["totals"]["pod"]["cost_usd"] > 0 and p["machine"] == "pod"
+
+
+def test_a_plan_with_a_refused_job_exits_2_and_names_the_wall(tmp_path):
+    proc = plan_proc(tmp_path, "--machine", "desk", "--config", "model_set=real", "--", "results/ladder.csv")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    p = json.loads(proc.stdout)
+    refused = [j for j in p["jobs"] if j["verdict"].startswith("REFUSED")]
+    assert {j["rule"] for j in refused} == {"generate"} and len(refused) == 3
+    assert "video memory" in refused[0]["verdict"] and not p["ok"]
+    assert "rule generate, 3 job(s)" in p["refusals"]
+
+
+def test_a_plan_on_a_locked_directory_says_it_is_locked(tmp_path):
+    """A Snakemake killed mid-run leaves its lock; the plan says so and how to unlock, instead of 'nothing to do'."""
+    import signal
+    import time
+
+    from conftest import SNAKEMAKE
+
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
+           "--directory", str(tmp_path), "results/ladder.csv"]
+    run = subprocess.Popen(cmd, cwd=tmp_path, env=snakemake_env(), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
+    locks = tmp_path / ".snakemake" / "locks"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (locks.is_dir() and any(locks.iterdir())):
+        time.sleep(0.2)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    assert any(locks.iterdir()), "the run never took its lock"
+    proc = plan_proc(tmp_path, "results/ladder.csv")
+    assert proc.returncode == 3, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "locked" in proc.stderr and "snakemake --unlock" in proc.stderr

@@ -9,17 +9,19 @@ from pathlib import Path
 import yaml
 
 from conftest import REPO, SNAKEMAKE, snakemake_env
-from fourloops import asks, walls
+from fourloops import asks, machines, walls
 
-MACHINES = walls.load_machines(REPO / "config" / "machines.yaml")
+MACHINES = machines.load(REPO / "config" / "machines.yaml")
 FACTS = asks.load_facts(REPO / "config" / "models.yaml")
+
+
+def pending(rule, output, profile, vram_gib=0.0, ram_gib=1.0, **kw):
+    return walls.PendingJob(rule=rule, output=output, profile=profile, ask=asks.Ask.of(vram_gib, ram_gib, **kw))
 
 
 def dfc_job():
     ask = asks.recorded_ask(FACTS, "dfc_optimize", licensed=("dfc",))
-    return walls.JobAsk(rule="hef_optimize", output="results/hef/model.hef", profile="container",
-                        vram_gib=ask.vram.value, ram_gib=ask.ram.value, devices=("cuda",), licensed=("dfc",),
-                        vram_source=ask.vram.source, ram_source=ask.ram.source)
+    return walls.PendingJob(rule="hef_optimize", output="results/hef/model.hef", profile="container", ask=ask)
 
 
 def test_dfc_optimize_is_refused_on_the_desk_with_rfd_1165s_table():
@@ -36,21 +38,21 @@ def test_the_same_job_fits_the_pod():
 
 
 def test_usb_device_fits_only_the_desk():
-    job = walls.JobAsk(rule="run2", output="x", profile="desk", vram_gib=0, ram_gib=1, devices=("hailo_usb",))
+    job = pending("run2", "x", "desk", 0, 1, devices=("hailo_usb",))
     assert walls.check_jobs([job], MACHINES, "desk").ok
     assert not walls.check_jobs([job], MACHINES, "pod").ok
 
 
 def test_an_ask_above_the_profiles_vram_resource_is_refused_not_capped():
-    job = walls.JobAsk(rule="g", output="x", profile="pod", vram_gib=30.0, ram_gib=1, devices=("cuda",))
+    job = pending("g", "x", "pod", 30.0, 1, devices=("cuda",))
     v = walls.check_jobs([job], MACHINES, "pod", provided_vram_mb=24576)
     assert not v.ok and "cap" in walls.report(v, MACHINES)
 
 
 def test_the_default_profile_declares_the_desk_card():
     prof = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
-    desk = walls.machine(MACHINES, "desk")
-    assert f"vram_mb={walls.card_capacity_mb(desk)}" in prof["resources"]
+    desk = machines.machine(MACHINES, "desk")
+    assert f"vram_mb={machines.card_capacity_mb(desk)}" in prof["resources"]
 
 
 # ------------------------------------------------------------------------------- the real workflow
@@ -103,8 +105,8 @@ rule gpu:
 
 def test_two_15_gib_jobs_never_overlap_on_a_24_gib_card(tmp_path):
     (tmp_path / "Snakefile").write_text(SYNTH)
-    desk = walls.machine(MACHINES, "desk")
-    proc = subprocess.run([SNAKEMAKE, "-c2", "--resources", f"vram_mb={walls.card_capacity_mb(desk)}"],
+    desk = machines.machine(MACHINES, "desk")
+    proc = subprocess.run([SNAKEMAKE, "-c2", "--resources", f"vram_mb={machines.card_capacity_mb(desk)}"],
                           cwd=tmp_path, capture_output=True, text=True, env=snakemake_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (a0, a1), (b0, b1) = ([float(x) for x in (tmp_path / f).read_text().split()] for f in ("a.txt", "b.txt"))
@@ -112,8 +114,8 @@ def test_two_15_gib_jobs_never_overlap_on_a_24_gib_card(tmp_path):
 
 
 def test_under_the_pod_executor_pod_jobs_meet_the_pods_walls_and_desk_jobs_the_desks():
-    gen = walls.JobAsk(rule="generate", output="g", profile="pod", vram_gib=30.0, ram_gib=8, devices=("cuda",))
-    usb = walls.JobAsk(rule="run2", output="r", profile="desk", vram_gib=0, ram_gib=1, devices=("hailo_usb",))
+    gen = pending("generate", "g", "pod", 30.0, 8, devices=("cuda",))
+    usb = pending("run2", "r", "desk", 0, 1, devices=("hailo_usb",))
     assert not walls.check_jobs([gen, usb], MACHINES, "desk").ok  # all on the desk: 30 GiB > 24 GiB
     placed = walls.check_jobs([gen, usb], MACHINES, "desk", placement={"pod": "pod"})
     assert placed.ok, walls.report(placed, MACHINES)

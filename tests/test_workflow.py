@@ -61,8 +61,21 @@ def test_smoke_ladder_table_has_every_row_and_the_fit_floor_holds(smoke_run):
         assert float(row["generate_seconds_per_view"]) > 0
         assert row["peak_vram_gib"] == ""  # CPU
     assert (workdir / "results" / "ladder.png").stat().st_size > 10_000
-    # nothing lands outside the working directory's own results/ (smoke lives apart from real results)
-    assert not (REPO / "results" / "ladder.csv").exists() or smoke_run["workdir"] != REPO
+    # every smoke artifact is marked as smoke (the gate refuses it by that mark)
+    records = list((workdir / "results" / "provenance").rglob("*.json"))
+    assert len(records) == 16
+    for rec in records:
+        assert json.loads(rec.read_text())["model_set"] == "smoke", rec
+
+
+def test_the_smoke_profile_puts_every_output_under_smoke(tmp_path):
+    """Without --directory, the smoke profile's working directory is ./smoke: nothing lands in ./results."""
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"), "-n",
+           "results/ladder.csv"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=snakemake_env(), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"Working directory: {tmp_path / 'smoke'}" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
 
 
 def test_each_condition_loads_its_generator_once_for_all_azimuths(smoke_run):

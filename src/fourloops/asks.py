@@ -52,6 +52,12 @@ class Ask:
     def mem_mb(self) -> int:
         return gib_to_mb(self.ram.value)
 
+    @classmethod
+    def of(cls, vram_gib: float = 0.0, ram_gib: float = 1.0, source: str = "given", **kw) -> "Ask":
+        """An ask from plain numbers (tests, hand-made stages)."""
+        return cls(vram=Figure(float(vram_gib), source), ram=Figure(float(ram_gib), source),
+                   seconds=Figure(float(kw.pop("seconds", 0.0)), source), **kw)
+
 
 def gib_to_mb(gib: float) -> int:
     return int(math.ceil(round(gib * GIB / MIB, 6)))
@@ -146,24 +152,30 @@ class Measurements:
 
     @classmethod
     def load(cls, workdir: str | Path) -> "Measurements":
+        """Probes under results/probe/, and every provenance record whose stage says which model key it measures."""
+        from fourloops import records
+        from fourloops.stage import UnknownRule, stage_for
+
         root = Path(workdir)
         out = cls()
         for path in sorted(root.glob("results/probe/*/*.json")):
             try:
                 rec = json.loads(path.read_text())
                 key, peak = rec["key"], rec.get("peak_vram_gib")
-            except (OSError, ValueError, KeyError):
+            except (OSError, ValueError, KeyError, TypeError):
                 continue
             if peak is not None:
                 out.probes.setdefault(key, []).append({**rec, "path": str(path)})
-        for path in sorted(root.glob("results/provenance/*/*.json")):
+        for record in records.index(root).records:
+            peak = record.data.get("peak_vram_gib")
             try:
-                rec = json.loads(path.read_text())
-            except (OSError, ValueError):
+                stage = stage_for(record.rule)
+            except UnknownRule:
                 continue
-            peak, key = rec.get("peak_vram_gib"), provenance_key(rec)
+            key = stage.measures(record.data) if stage.measures else None
             if peak is not None and key:
-                out.history[key] = Figure(float(peak), f"measured: provenance {path} ({rec.get('started', '?')})")
+                where = root / record.path
+                out.history[key] = Figure(float(peak), f"measured: provenance {where} ({record.data.get('started', '?')})")
         return out
 
     def peak(self, key: str, machine: str) -> Figure | None:
@@ -182,18 +194,6 @@ def generator_key(gen: dict) -> str:
 
 def detector_key(det: dict) -> str:
     return f"detector/rfdetr_keypoint_preview/fp32/{det['resolution']}"
-
-
-def provenance_key(rec: dict) -> str | None:
-    params = rec.get("params") or {}
-    if rec.get("rule") == "generate" and isinstance(params.get("job"), dict):
-        gen = params["job"].get("generator") or {}
-        if {"backend", "precision", "size"} <= set(gen):
-            return generator_key(gen)
-    if str(rec.get("rule", "")).startswith("keypoints") and isinstance(params.get("detector"), dict):
-        if "resolution" in params["detector"]:
-            return detector_key(params["detector"])
-    return None
 
 
 # --------------------------------------------------------------------------------- per-job asks

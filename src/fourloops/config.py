@@ -137,3 +137,15 @@ def check_config(
             "invalid config (nothing was run or written):\n  " + "\n  ".join(problems)
         )
     return config
+
+
+def schema_with_slices(main: str | Path, slices: str | Path) -> dict:
+    """The experiment schema with each stage's own slice (`config/schema.d/<key>.yaml`, the schema of
+    `config[<key>]`) added as a top-level property: a new stage brings its config keys in its own file."""
+    schema = load_schema(main)
+    for path in sorted(Path(slices).glob("*.yaml")) if Path(slices).is_dir() else []:
+        key = path.stem
+        if key in schema.get("properties", {}):
+            raise ConfigError(f"{path}: config key {key!r} is already defined by {main}; allowed: a new key")
+        schema.setdefault("properties", {})[key] = load_schema(path)
+    return schema

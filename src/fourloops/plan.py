@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fourloops import walls
+from fourloops.tables import format_table
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,10 +52,12 @@ def benchmark_seconds(path: str | None) -> float | None:
 
 def build(workflow, machine_name: str) -> dict:
     """The plan of a workflow whose DAG is built (called from inside Snakemake's dry-run)."""
+    from fourloops.smk import workflow_of
+
     dag = workflow.dag
-    g = workflow.globals
-    verdict = g["check_walls"](dag, machine_name)
-    machines = g["MACHINES"]
+    view = workflow_of(workflow)
+    verdict = view.check_walls(dag, machine_name)
+    machines = view.machines
     jobs = {id(j): j for j in dag.needrun_jobs()}
     by_output = {}
     for j in jobs.values():
@@ -102,24 +105,15 @@ def format_plan(plan: dict) -> str:
     if not plan["jobs"]:
         return f"plan on {plan['machine']}: nothing to be done"
     head = ("rule", "output", "profile", f"walls on {plan['machine']}", "time", "cost", "why")
-    cells = [head]
-    for j in plan["jobs"]:
-        cells.append((j["rule"], j["output"], j["profile"], j["verdict"], _hms(j["seconds"]),
-                      f"${j['cost_usd']:.2f}" if j["profile"] == "pod" else "-", j["why"]))
-    w = [max(len(c[i]) for c in cells) for i in range(6)]
-    lines = ["  ".join(c[i].ljust(w[i]) for i in range(6)) + "  " + c[6] for c in cells]
-    lines.append("")
-    lines.append("totals per machine:")
+    rows = [(j["rule"], j["output"], j["profile"], j["verdict"], _hms(j["seconds"]),
+             f"${j['cost_usd']:.2f}" if j["profile"] == "pod" else "-", j["why"]) for j in plan["jobs"]]
+    lines = [format_table(head, rows), "", "totals per machine:"]
     for prof, t in sorted(plan["totals"].items()):
         cost = f", ${t['cost_usd']:.2f}" if prof == "pod" else ""
         lines.append(f"  {prof:10s} {t['jobs']:4d} jobs  {_hms(t['seconds'])}{cost}")
     if plan["refusals"]:
         lines += ["", plan["refusals"]]
     return "\n".join(lines)
-
-
-class _Captured(Exception):
-    pass
 
 
 def run(snakemake_args: list[str], machine_name: str | None) -> dict:
@@ -161,9 +155,17 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
             os.dup2(saved[1], 2)
             os.close(saved[0])
             os.close(saved[1])
+        scratch.seek(0)
+        log = scratch.read()
+        if "plan" not in result and "Directory cannot be locked" in log:
+            sys.stderr.write(
+                "plan: the working directory is locked: another Snakemake runs there, or one was killed. If none "
+                "is running, unlock it with the same profile and directory: snakemake --unlock [--profile ...] "
+                "[--directory ...]; nothing was planned.\n"
+            )
+            raise SystemExit(3)
         if "plan" not in result and code:
-            scratch.seek(0)
-            sys.stderr.write(scratch.read()[-8000:])
+            sys.stderr.write(log[-8000:])
             raise SystemExit(code)
     if "plan" not in result:  # nothing to be done: Snakemake returned before scheduling
         result["plan"] = {"machine": machine_name or "desk", "ok": True, "jobs": [], "totals": {}, "refusals": ""}

@@ -6,7 +6,9 @@ A real run never falls back to the smoke models: what is missing is named, with 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +22,7 @@ SMOKE_HINT = (
 class Need:
     """One thing a pending job needs: a device, a model snapshot, a checkpoint file or a package."""
 
-    kind: str  # "device" | "hf_model" | "file" | "package"
+    kind: str  # "device" | "hf_model" | "checkpoint" | "model_dir" | "package"
     what: str
     revision: str | None = None
     rule: str = ""
@@ -34,26 +36,11 @@ def hf_home() -> str:
 
 
 def needs_for_job(rule: str, params: dict) -> list[Need]:
-    """What a job of `rule` with resolved `params` needs on the machine that runs it (real model set)."""
-    out: list[Need] = []
-    if rule == "probe_model":  # one pass of each configured model
-        return needs_for_job("generate", {"job": {"generator": params["generator"]}}) + needs_for_job(
-            "keypoints", {"detector": params["detector"]}
-        )
-    if rule == "generate":
-        gen = params["job"]["generator"]
-        out.append(Need("device", gen["device"], rule=rule))
-        if gen["backend"] == "omnigen2":
-            out.append(Need("package", "omnigen2", rule=rule))
-        if Path(os.path.expanduser(gen["model"])).is_dir():
-            out.append(Need("file", os.path.expanduser(gen["model"]), rule=rule))
-        else:
-            out.append(Need("hf_model", gen["model"], gen["revision"], rule=rule))
-    elif rule.startswith("keypoints"):
-        det = params["detector"]
-        out.append(Need("device", det["device"], rule=rule))
-        out.append(Need("file", det["weights"], rule=rule))
-    return out
+    """What a job of `rule` with resolved `params` needs on the machine that runs it (real model set):
+    its stage declares it (fourloops.stages.<stage>.STAGE.needs)."""
+    from fourloops.stage import stage_for
+
+    return stage_for(rule).needs_for(params)
 
 
 def _cuda_devices() -> tuple[int, str]:
@@ -86,11 +73,20 @@ def check(need: Need) -> str | None:
                 "pod environment: pip install -r envs/pod.txt && envs/omnigen2.sh"
             )
         return None
-    if need.kind == "file":
-        if not Path(need.what).exists():
+    if need.kind == "checkpoint":
+        why = checkpoint_problem(need.what)
+        if why:
             return (
-                f"weights {need.what} (rule {need.rule}) do not exist; place the checkpoint there or set the "
-                "config key that names it (keypoints.weights / generator.model)"
+                f"weights {need.what} (rule {need.rule}): {why}; place the RF-DETR checkpoint there or set the "
+                "config key that names it (keypoints.weights)"
+            )
+        return None
+    if need.kind == "model_dir":
+        why = model_dir_problem(need.what)
+        if why:
+            return (
+                f"model directory {need.what} (rule {need.rule}): {why}; point generator.model at a "
+                "save_pretrained directory or a Hugging Face model id"
             )
         return None
     if need.kind == "hf_model":
@@ -107,6 +103,79 @@ def check(need: Need) -> str | None:
             )
         return None
     raise ValueError(f"unknown need kind {need.kind!r}")
+
+
+# ------------------------------------------------------------------ is a file what it claims to be?
+SAFETENSORS_MAX_HEADER = 100 * 2**20
+
+
+def safetensors_problem(path: str | Path) -> str | None:
+    """A safetensors file's header is read (8-byte length, JSON), and its tensors fit in the file."""
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            return f"{path.name}: {size} bytes, too short for a safetensors header"
+        n = int.from_bytes(head, "little")
+        if n <= 0 or n > min(SAFETENSORS_MAX_HEADER, size - 8):
+            return f"{path.name}: header length {n} does not fit its {size} bytes (not safetensors, or truncated)"
+        try:
+            header = json.loads(fh.read(n))
+        except ValueError:
+            return f"{path.name}: its header is not JSON (not safetensors)"
+    end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+    if 8 + n + end > size:
+        return f"{path.name}: truncated ({size} bytes, its header needs {8 + n + end})"
+    return None
+
+
+def checkpoint_problem(path: str | Path) -> str | None:
+    """None when `path` is a torch checkpoint (a zip holding data.pkl, or a legacy pickle) or a
+    safetensors file whose header reads; else what it is instead. Reads headers only, never loads."""
+    path = Path(path)
+    if not path.exists():
+        return "does not exist"
+    if not path.is_file():
+        return "is not a file"
+    if path.suffix == ".safetensors":
+        return safetensors_problem(path)
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic[:2] == b"\x80\x02" or magic[:1] == b"\x80" and len(magic) > 1 and magic[1] <= 5:
+        return None  # a legacy torch.save pickle
+    if magic != b"PK\x03\x04":
+        return f"is not a torch checkpoint (starts with {magic!r}, expected a zip archive)"
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except (zipfile.BadZipFile, OSError) as err:
+        return f"is a damaged zip archive ({err})"
+    if not any(n.endswith("/data.pkl") or n == "data.pkl" for n in names):
+        return "is a zip archive without data.pkl (not a torch checkpoint)"
+    return None
+
+
+def model_dir_problem(path: str | Path) -> str | None:
+    """None when `path` is a save_pretrained directory whose index and weight headers read."""
+    path = Path(path)
+    index = path / "model_index.json"
+    if not index.is_file() and not (path / "config.json").is_file():
+        return "holds neither model_index.json (a pipeline) nor config.json (a model)"
+    folders = [path]
+    if index.is_file():
+        try:
+            listing = json.loads(index.read_text(encoding="utf-8"))
+        except ValueError:
+            return "model_index.json is not JSON"
+        folders = [path / name for name, value in listing.items()
+                   if isinstance(value, list) and (path / name).is_dir()]
+    for folder in folders:
+        for weights in sorted(folder.glob("*.safetensors")):
+            why = safetensors_problem(weights)
+            if why:
+                return f"{folder.name}/{why}"
+    return None
 
 
 def problems(jobs: list[tuple[str, dict]]) -> list[str]:

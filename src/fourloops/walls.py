@@ -2,14 +2,15 @@
 
 One table per refused job group in RFD 1165's form (wall, asked, available, verdict, source of the
 asked figure), plus where the job would fit. Snakemake silently caps a resource ask above
-`--resources`; this check refuses instead. This module is Snakemake glue only in `jobs_from_dag`.
+`--resources`; this check refuses instead. Snakemake glue lives in fourloops.smk.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fourloops.machines import Machine, card_capacity_mb, load as load_machines, machine  # noqa: F401
+from fourloops.asks import Ask
+from fourloops.machines import Machine, machine, names
 from fourloops.tables import format_table as _table
 
 WALL_NAMES = {
@@ -24,23 +25,13 @@ WALL_NAMES = {
 
 
 @dataclass(frozen=True)
-class JobAsk:
-    """One pending job and what it asks (from its Snakemake resources; sources from fourloops.asks)."""
+class PendingJob:
+    """One job the run would execute: where its rule says it runs, and what it asks (fourloops.asks.Ask)."""
 
     rule: str
     output: str
     profile: str
-    vram_gib: float
-    ram_gib: float
-    os: str = "linux"
-    arch: str = "x86_64"
-    devices: tuple[str, ...] = ()
-    licensed: tuple[str, ...] = ()
-    vram_source: str = ""
-    ram_source: str = ""
-    seconds: float = 0.0
-    seconds_source: str = ""
-    reason: str = ""
+    ask: Ask
     wildcards: dict = field(default_factory=dict)
 
 
@@ -61,38 +52,40 @@ def _gib(x: float) -> str:
     return f"{x:.2f} GiB"
 
 
-def check_job(job: JobAsk, m: Machine, provided_vram_mb: int | None = None) -> list[Row]:
+def check_job(job: PendingJob, m: Machine, provided_vram_mb: int | None = None) -> list[Row]:
     """The job's rows against machine `m`: one per wall it asks something of."""
     rows: list[Row] = []
-    if job.vram_gib > 0:
+    ask = job.ask
+    vram_gib, ram_gib = ask.vram_mb / 1024.0, ask.mem_mb / 1024.0
+    if vram_gib > 0:
         if not m.gpu_name:
-            rows.append(Row(WALL_NAMES["vram"], _gib(job.vram_gib), "no GPU", "refused", job.vram_source))
-        elif job.vram_gib > m.vram_gib:
+            rows.append(Row(WALL_NAMES["vram"], _gib(vram_gib), "no GPU", "refused", ask.vram.source))
+        elif vram_gib > m.vram_gib:
             why = "refused (WDDM would page ~12x slower, not fail)" if m.pages_instead_of_oom else "refused"
-            rows.append(Row(WALL_NAMES["vram"], _gib(job.vram_gib), _gib(m.vram_gib), why, job.vram_source))
+            rows.append(Row(WALL_NAMES["vram"], _gib(vram_gib), _gib(m.vram_gib), why, ask.vram.source))
         else:
-            rows.append(Row(WALL_NAMES["vram"], _gib(job.vram_gib), _gib(m.vram_gib), "fits", job.vram_source))
+            rows.append(Row(WALL_NAMES["vram"], _gib(vram_gib), _gib(m.vram_gib), "fits", ask.vram.source))
         if provided_vram_mb is not None:
-            asked_mb = int(round(job.vram_gib * 1024))
+            asked_mb = int(round(vram_gib * 1024))
             verdict = "fits" if asked_mb <= provided_vram_mb else "refused (Snakemake would cap the ask and run it)"
             rows.append(Row(WALL_NAMES["scheduler"], f"{asked_mb} MiB", f"{provided_vram_mb} MiB", verdict,
                             "--resources / profile"))
-    verdict = "fits" if job.ram_gib <= m.ram_gib else "refused"
-    rows.append(Row(WALL_NAMES["ram"], _gib(job.ram_gib), _gib(m.ram_gib), verdict, job.ram_source))
-    if job.os not in ("any", m.os):
-        rows.append(Row(WALL_NAMES["os"], job.os, m.os, "refused", "rule resources"))
-    if job.arch not in ("any", m.arch):
-        rows.append(Row(WALL_NAMES["arch"], job.arch, m.arch, "refused", "rule resources"))
-    for dev in job.devices:
+    verdict = "fits" if ram_gib <= m.ram_gib else "refused"
+    rows.append(Row(WALL_NAMES["ram"], _gib(ram_gib), _gib(m.ram_gib), verdict, ask.ram.source))
+    if ask.os not in ("any", m.os):
+        rows.append(Row(WALL_NAMES["os"], ask.os, m.os, "refused", "rule resources"))
+    if ask.arch not in ("any", m.arch):
+        rows.append(Row(WALL_NAMES["arch"], ask.arch, m.arch, "refused", "rule resources"))
+    for dev in ask.devices:
         verdict = "fits" if dev in m.devices else "refused"
         rows.append(Row(WALL_NAMES["device"], dev, ", ".join(m.devices) or "none", verdict, "rule resources"))
-    for lic in job.licensed:
+    for lic in ask.licensed:
         verdict = "fits" if lic in m.licensed else "refused"
         rows.append(Row(WALL_NAMES["licensed"], lic, ", ".join(m.licensed) or "none", verdict, "rule resources"))
     return rows
 
 
-def target_for(job: JobAsk, machines: dict, target: str, placement: dict | None = None) -> Machine:
+def target_for(job: PendingJob, machines: dict, target: str, placement: dict | None = None) -> Machine:
     """Where a job runs: `placement` maps a profile tag to a machine (under the pod executor, `pod` jobs
     run on the pod whatever the target); a job tagged `container` runs in the container on its host;
     everything else on the target."""
@@ -103,10 +96,10 @@ def target_for(job: JobAsk, machines: dict, target: str, placement: dict | None 
     return machine(machines, target)
 
 
-def where_fits(job: JobAsk, machines: dict, exclude: str) -> list[str]:
+def where_fits(job: PendingJob, machines: dict, exclude: str) -> list[str]:
     out = []
-    for name, raw in machines.items():
-        if name == exclude or not isinstance(raw, dict) or "host" in raw:
+    for name in names(machines):
+        if name == exclude:
             continue
         m = target_for(job, machines, name)
         if all(r.ok for r in check_job(job, m) if r.wall != WALL_NAMES["scheduler"]):
@@ -118,10 +111,10 @@ def where_fits(job: JobAsk, machines: dict, exclude: str) -> list[str]:
 @dataclass
 class Verdict:
     machine: Machine
-    checked: list[tuple[JobAsk, list[Row]]]
+    checked: list[tuple[PendingJob, list[Row]]]
 
     @property
-    def refused(self) -> list[tuple[JobAsk, list[Row]]]:
+    def refused(self) -> list[tuple[PendingJob, list[Row]]]:
         return [(j, rows) for j, rows in self.checked if not all(r.ok for r in rows)]
 
     @property
@@ -130,7 +123,7 @@ class Verdict:
 
 
 def check_jobs(
-    jobs: list[JobAsk], machines: dict, target: str, provided_vram_mb: int | None = None,
+    jobs: list[PendingJob], machines: dict, target: str, provided_vram_mb: int | None = None,
     placement: dict | None = None,
 ) -> Verdict:
     checked = [(j, check_job(j, target_for(j, machines, target, placement), provided_vram_mb)) for j in jobs]
@@ -144,7 +137,7 @@ def format_table(rows: list[Row]) -> str:
 
 def report(verdict: Verdict, machines: dict) -> str:
     """One table per refused job group (same rule, same rows), with where the group would fit."""
-    groups: dict[tuple, list[tuple[JobAsk, list[Row]]]] = {}
+    groups: dict[tuple, list[tuple[PendingJob, list[Row]]]] = {}
     for job, rows in verdict.refused:
         groups.setdefault((job.rule, tuple(rows)), []).append((job, rows))
     m = verdict.machine
@@ -157,45 +150,3 @@ def report(verdict: Verdict, machines: dict) -> str:
         fits = where_fits(members[0][0], machines, exclude=m.name)
         out.append("  " + ("; ".join(fits) if fits else "fits no configured machine"))
     return "\n".join(out)
-
-
-# ------------------------------------------------------------------------------- Snakemake glue
-def _split(value) -> tuple[str, ...]:
-    if value in (None, "", "none"):
-        return ()
-    return tuple(v for v in str(value).split(",") if v)
-
-
-def jobs_from_dag(dag, ask_of=None, with_reasons: bool = False) -> list[JobAsk]:
-    """JobAsks of every job the DAG would run. `ask_of(rulename, wildcards)` gives the fourloops Ask
-    (for the sources); the numbers are the job's Snakemake resources, which is what the scheduler uses."""
-    out = []
-    for job in dag.needrun_jobs():
-        res = job.resources  # already capped by Snakemake at --resources: the asks come from ask_of
-        ask = ask_of(job.rule.name, job.wildcards) if ask_of else None
-        if ask is not None:
-            vram_mb, mem_mb = float(ask.vram_mb), float(ask.mem_mb)
-            vram_src, ram_src = ask.vram.source, ask.ram.source
-            secs, secs_src = ask.seconds.value, ask.seconds.source
-        else:
-            vram_mb, mem_mb = float(res.get("vram_mb", 0) or 0), float(res.get("mem_mb", 0) or 0)
-            vram_src = ram_src = "rule resources"
-            secs, secs_src = 0.0, "unknown"
-        out.append(JobAsk(
-            rule=job.rule.name,
-            output=str(job.output[0]) if len(job.output) else job.rule.name,
-            profile=str(res.get("profile", "desk")),
-            vram_gib=vram_mb / 1024.0,
-            ram_gib=mem_mb / 1024.0,
-            os=str(res.get("os", "linux")),
-            arch=str(res.get("arch", "x86_64")),
-            devices=_split(res.get("devices")),
-            licensed=_split(res.get("licensed")),
-            vram_source=vram_src,
-            ram_source=ram_src,
-            seconds=secs,
-            seconds_source=secs_src,
-            reason=str(dag.reason(job)) if with_reasons else "",
-            wildcards=dict(job.wildcards.items()),
-        ))
-    return out

@@ -1,0 +1,30 @@
+"""The card a GPU job loads onto: the busy-card guard before the load, at the limit of the machine
+the job runs on (RFD 1140: on WDDM a job that does not fit pages, ~12x slower, instead of failing).
+
+The limit is a machine setting (config/machines.yaml), read where the job runs, never a job param:
+changing it rebuilds nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+MACHINE_ENV = "FOURLOOPS_MACHINE"  # set in a pod's own environment by the RunPod executor
+
+
+def busy_card_limit_gib(config_machine: str) -> float:
+    """The guard's limit on this machine: the pod's under the RunPod executor, else the run's `machine`."""
+    from fourloops import machines
+
+    table = machines.load()
+    return machines.machine(table, os.environ.get(MACHINE_ENV) or config_machine).busy_card_limit_gib
+
+
+def check_card(device: str, config_machine: str) -> None:
+    """Refuse to load onto a CUDA device that other processes already hold beyond the machine's limit."""
+    if not str(device).startswith("cuda"):
+        return
+    from fourloops.guard import ensure_card_free
+
+    index = int(device.split(":")[1]) if ":" in device else 0
+    ensure_card_free(busy_card_limit_gib(config_machine), index)

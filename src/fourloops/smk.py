@@ -1,0 +1,285 @@
+"""Snakemake glue: the workflow's rules seen through the stage declarations.
+
+The one library module (beside `jobs`, `plan` and the executor plugin) that knows Snakemake's objects.
+`rules/common.smk` makes one `Workflow` per run; the rules' `resources:` (the asks), their `lineage`
+param, the onstart wall check and preflight, and `fourloops plan` all go through it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fourloops import asks, lineage, machines, walls
+from fourloops.stage import AskContext, Stage, stage_for
+
+_BY_WORKFLOW: dict[int, "Workflow"] = {}
+MODEL_SET_MARKER = Path(".fourloops-model-set")
+LINEAGE_PARAM = "lineage"
+
+
+def resource_value(resources, name: str, default=None):
+    """A Snakemake resource's plain value (rules keep `Resource` objects, jobs plain values)."""
+    try:
+        value = resources[name] if name in resources else default
+    except TypeError:
+        value = getattr(resources, name, default)
+    value = getattr(value, "value", value)
+    return getattr(value, "raw", value)
+
+
+def _digest(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class Workflow:
+    """fourloops' view of one Snakemake workflow object: facts, machines, measurements, asks, lineage."""
+
+    def __init__(self, workflow, config: dict):
+        self.wf = workflow
+        self.config = config
+        base = Path(workflow.basedir)
+        self.facts = asks.load_facts(base / "config" / "models.yaml")
+        self.machines = machines.load(base / "config" / "machines.yaml")
+        self.measured = asks.Measurements.load(Path.cwd())
+        self._asks: dict = {}
+        self._params: dict = {}
+        self._lineage: dict = {}
+        self._producers: dict = {}
+
+    # ---------------------------------------------------------------------------- rules and params
+    def stage(self, rulename: str) -> Stage:
+        return stage_for(rulename)
+
+    def params(self, rulename: str, wildcards: dict) -> dict:
+        """The rule's params for these wildcards, lineage left out (it is derived from the rest)."""
+        key = (rulename, tuple(sorted(wildcards.items())))
+        if key not in self._params:
+            rule = self.wf.get_rule(rulename)
+            out = {}
+            for name, value in rule.params.items():
+                if name == LINEAGE_PARAM:
+                    continue
+                if callable(value):
+                    value, _ = rule.apply_input_function(
+                        value, wildcards, input=lambda: list(self.inputs(rulename, wildcards)),
+                        output=lambda: list(rule.expand_output(wildcards)[0]),
+                    )
+                out[name] = value
+            self._params[key] = out
+        return self._params[key]
+
+    def inputs(self, rulename: str, wildcards: dict) -> list[str]:
+        rule = self.wf.get_rule(rulename)
+        files, *_ = rule.expand_input(wildcards)
+        return [str(f) for f in files]
+
+    def producers(self, path: str) -> list[tuple[str, dict]]:
+        """(rule, wildcards) of the jobs that would make `path` (none for a source file)."""
+        if path not in self._producers:
+            found = []
+            for rule in self.wf.rules:
+                if rule.output and rule.is_producer(path):
+                    found.append((rule.name, dict(rule.get_wildcards(path))))
+            self._producers[path] = sorted(found, key=lambda x: x[0])
+        return self._producers[path]
+
+    def rule_of_output(self, output: str) -> tuple[str, dict]:
+        found = self.producers(str(output))
+        if not found:
+            raise LookupError(f"no rule makes {output}")
+        return found[0]
+
+    # ------------------------------------------------------------------------------------- lineage
+    def code(self, rulename: str) -> str:
+        """Digest of the library code a rule's jobs run: its stage module's import closure and its script."""
+        rule = self.wf.get_rule(rulename)
+        extra = []
+        if rule.script:
+            extra.append(os.path.normpath(os.path.join(os.path.dirname(rule.snakefile), rule.script)))
+        return lineage.code_digest(self.stage(rulename).module, *extra)
+
+    def lineage(self, rulename: str, wildcards: dict) -> str:
+        """Everything upstream of a job, and the job's own code: its params, its code, and the lineage of
+        the job that made each input (Snakemake does not rerun an up-to-date job for a missing
+        intermediate, so a changed prompt must reach every downstream job through its params)."""
+        key = (rulename, tuple(sorted(wildcards.items())))
+        if key not in self._lineage:
+            upstream = []
+            for path in self.inputs(rulename, wildcards):
+                made_by = self.producers(path)
+                upstream.append([self.lineage(r, wc) for r, wc in made_by] or ["source", path])
+            self._lineage[key] = _digest(self.code(rulename), self.params(rulename, wildcards), upstream)
+        return self._lineage[key]
+
+    def lineage_param(self):
+        """The `lineage` params function of every rule with outputs."""
+
+        def lineage_of(wildcards, output):
+            rulename, _ = self.rule_of_output(str(output[0]))
+            return self.lineage(rulename, dict(wildcards.items()))
+
+        return lineage_of
+
+    def requested_paths(self, targets) -> set[str]:
+        """Every file the requested DAG reads or writes (outputs, logs and benchmarks included)."""
+        todo, seen, jobs = [], set(), set()
+        for target in targets:
+            if self.wf.is_rule(target):
+                rule = self.wf.get_rule(target)
+                if not rule.has_wildcards():
+                    todo.append((rule.name, {}))
+            else:
+                todo.append(("", {"path": os.path.relpath(target) if os.path.isabs(target) else target}))
+        while todo:
+            rulename, wc = todo.pop()
+            if not rulename:
+                path = os.path.normpath(wc["path"])
+                if path in seen:
+                    continue
+                seen.add(path)
+                todo.extend(self.producers(path))
+                continue
+            key = (rulename, tuple(sorted(wc.items())))
+            if key in jobs:
+                continue
+            jobs.add(key)
+            rule = self.wf.get_rule(rulename)
+            if rule.output:
+                seen.update(os.path.normpath(str(f)) for f in rule.expand_output(wc)[0])
+            todo.extend(("", {"path": p}) for p in self.inputs(rulename, wc))
+        return seen
+
+    def check_outputs_before_the_dag(self) -> None:
+        """Before Snakemake builds the DAG: every existing output the requested DAG uses is compared with the
+        sha256 its provenance record holds (fourloops.verify); a missing, truncated or edited one, or a job
+        whose inputs are gone, is forced to run again with everything downstream, and the run says why."""
+        wf = self.wf
+        if getattr(wf, "exec_mode", None) is not None and wf.exec_mode.name != "DEFAULT":
+            return  # a job's own Snakemake (remote or subprocess): the main run has checked
+        prepare = wf._prepare_dag
+
+        def prepare_checked(*args, **kwargs):
+            from fourloops import verify
+
+            settings = wf.dag_settings
+            if settings is not None:
+                targets = list(settings.targets) or ([wf.default_target] if wf.default_target else [])
+                problems = verify.check(Path.cwd(), self.requested_paths(targets))
+                if problems:
+                    import sys
+
+                    print("fourloops: outputs that no longer match their provenance record; running these "
+                          "jobs again:\n" + verify.describe(problems), file=sys.stderr, flush=True)
+                    forced = {p.record for p in problems}
+                    settings.forcerun = frozenset(set(settings.forcerun) | forced)
+            return prepare(*args, **kwargs)
+
+        wf._prepare_dag = prepare_checked
+
+    # ---------------------------------------------------------------------------------------- asks
+    def ask(self, rulename: str, wildcards: dict) -> asks.Ask:
+        key = (rulename, tuple(sorted(wildcards.items())))
+        if key not in self._asks:
+            ctx = AskContext(self.facts, self.measured, self.config["machine"])
+            self._asks[key] = self.stage(rulename).ask_for(ctx, wildcards, self.params(rulename, wildcards))
+        return self._asks[key]
+
+    def resources(self) -> dict:
+        """The `resources:` every rule declares (`resources: **ASKS`): the scheduler's numbers and the profile tag."""
+
+        def profile(wildcards, rulename):
+            return self.stage(rulename).profile
+
+        def mem_mb(wildcards, rulename):
+            return self.ask(rulename, dict(wildcards.items())).mem_mb
+
+        def vram_mb(wildcards, rulename):
+            return self.ask(rulename, dict(wildcards.items())).vram_mb
+
+        return {"profile": profile, "mem_mb": mem_mb, "vram_mb": vram_mb}
+
+    # ------------------------------------------------------------------------------ before any job
+    def executor(self) -> str | None:
+        return getattr(self.wf.executor_plugin, "name", None)
+
+    def pending(self, dag) -> list[walls.PendingJob]:
+        out = []
+        for job in dag.needrun_jobs():
+            if not job.rule.output:  # target rules (all, probe): no work of their own
+                continue
+            wc = dict(job.wildcards.items())
+            out.append(walls.PendingJob(
+                rule=job.rule.name, output=str(job.output[0]), profile=self.stage(job.rule.name).profile,
+                ask=self.ask(job.rule.name, wc), wildcards=wc,
+            ))
+        return out
+
+    def provided_vram_mb(self) -> int | None:
+        provided = resource_value(self.wf.global_resources, "vram_mb")
+        return int(provided) if isinstance(provided, (int, float)) and provided < 2**40 else None
+
+    def check_walls(self, dag, machine_name: str | None = None) -> walls.Verdict:
+        """Every pending job against the machine it will run on (config machine, or the pod under its executor)."""
+        return walls.check_jobs(
+            self.pending(dag), self.machines, machine_name or self.config["machine"], self.provided_vram_mb(),
+            machines.placement(self.executor(), self.machines),
+        )
+
+    def local_jobs(self, dag):
+        """Pending jobs that run on this machine (pod jobs meet their needs on the pod)."""
+        remote = machines.remote_tags(self.executor(), self.machines)
+        return [j for j in dag.needrun_jobs() if j.rule.output and self.stage(j.rule.name).profile not in remote]
+
+    def preflight_problems(self, dag) -> list[str]:
+        from fourloops import preflight
+
+        jobs = [(j.rule.name, dict(j.params.items())) for j in self.local_jobs(dag)]
+        return preflight.problems(jobs)
+
+    def before_first_job(self, dag) -> None:
+        """onstart: refuse what cannot fit (seconds, no torch), then, for a real run, what is missing here;
+        mark the working directory with its model set only once the run is allowed to start."""
+        from snakemake.exceptions import WorkflowError
+
+        verdict = self.check_walls(dag)
+        if not verdict.ok:
+            raise WorkflowError(walls.report(verdict, self.machines))
+        if self.config["model_set"] != "smoke":
+            from fourloops import preflight
+
+            missing = self.preflight_problems(dag)
+            if missing:
+                raise WorkflowError(preflight.report(missing))
+        MODEL_SET_MARKER.write_text(self.config["model_set"] + "\n")
+
+
+def check_model_set(model_set: str, workdir: Path | None = None) -> None:
+    """A working directory holds one model set: smoke outputs never mix with real ones. (A `--config` on
+    the command line replaces a profile's `config:` list, so `--profile profiles/smoke --config x=1`
+    silently asks for the real set; this catches it.)"""
+    from snakemake.exceptions import WorkflowError
+
+    marker = (workdir or Path.cwd()) / MODEL_SET_MARKER
+    held = marker.read_text().strip() if marker.exists() else None
+    if held is not None and held != model_set:
+        raise WorkflowError(
+            f"model_set = {model_set!r}, but this working directory ({marker.parent}) holds {held!r} outputs; "
+            f"allowed: {held!r} here. A --config on the command line replaces the profile's config list: add "
+            "model_set=smoke to it for the smoke set, or run the real set in its own directory."
+        )
+
+
+
+
+def workflow_of(workflow, config: dict | None = None) -> Workflow:
+    """The fourloops view of `workflow` (made once, by rules/common.smk, with the run's config)."""
+    key = id(workflow)
+    if key not in _BY_WORKFLOW:
+        if config is None:
+            raise LookupError("rules/common.smk has not made the fourloops view of this workflow yet")
+        _BY_WORKFLOW[key] = Workflow(workflow, config)
+    return _BY_WORKFLOW[key]

@@ -1,0 +1,111 @@
+"""A stage's declaration: the one place the rest of the workflow learns what a stage's jobs need.
+
+Each module of `fourloops.stages` holds a stage's function(s) and, next to them, one `STAGE =
+Stage(...)` naming the Snakemake rules its jobs come from, their profile tag, what a job asks of a
+machine, what it needs on the machine before a real run, which provenance records measure which model
+key, and whether a failed rerun must keep the last good outputs. The wall check, the preflight, the
+plan, the measured-beats-estimated lookup and lineage reach stages only through `stage_for(rule)`:
+adding a stage means adding its module, nothing else here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from fourloops.machines import PROFILE_TAGS
+
+if TYPE_CHECKING:  # no import cost at parse time
+    from fourloops.asks import Ask, Measurements
+    from fourloops.preflight import Need
+
+
+@dataclass(frozen=True)
+class AskContext:
+    """What an ask may consult besides the job: model facts, measurements, the target machine."""
+
+    facts: dict
+    measured: "Measurements | None" = None
+    machine: str = "desk"
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    rules: tuple[str, ...]
+    profile: str = "desk"
+    # (ctx, wildcards, params) -> Ask; None: a CPU job whose RAM/time come from models.yaml `stages.<name>`
+    ask: "Callable[[AskContext, dict, dict], Ask] | None" = None
+    # params -> what a real run needs on the machine that runs the job (devices, weights, packages)
+    needs: "Callable[[dict], list[Need]] | None" = None
+    # a provenance record's data -> the model key its peak VRAM measures (None: not a measurement)
+    measures: "Callable[[dict], str | None] | None" = None
+    # a failed rerun restores the previous outputs (money was spent on them)
+    keep_last_good: bool = False
+    module: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        if self.profile not in PROFILE_TAGS:
+            raise ValueError(f"stage {self.name}: profile = {self.profile!r}; allowed: one of {list(PROFILE_TAGS)}")
+        if not self.rules:
+            raise ValueError(f"stage {self.name}: names no rule")
+
+    def ask_for(self, ctx: AskContext, wildcards: dict, params: dict) -> "Ask":
+        from fourloops import asks
+
+        if self.ask is None:
+            return asks.stage_ask(ctx.facts, self.name)
+        return self.ask(ctx, wildcards, params)
+
+    def needs_for(self, params: dict) -> "list[Need]":
+        return list(self.needs(params)) if self.needs else []
+
+
+class UnknownRule(LookupError):
+    pass
+
+
+_REGISTRY: dict[str, Stage] | None = None
+
+
+def registry(package: str = "fourloops.stages") -> dict[str, Stage]:
+    """Rule name -> Stage, from every module of `package` that declares a STAGE."""
+    global _REGISTRY
+    if _REGISTRY is not None and package == "fourloops.stages":
+        return _REGISTRY
+    pkg = importlib.import_module(package)
+    out: dict[str, Stage] = {}
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{package}.{info.name}")
+        stage = getattr(module, "STAGE", None)
+        if not isinstance(stage, Stage):
+            continue
+        stage = Stage(**{**stage.__dict__, "module": module.__name__})
+        for rule in stage.rules:
+            if rule in out:
+                raise ValueError(f"rule {rule} is declared by two stages: {out[rule].module} and {module.__name__}")
+            out[rule] = stage
+    if package == "fourloops.stages":
+        _REGISTRY = out
+    return out
+
+
+def stage_for(rule: str) -> Stage:
+    try:
+        return registry()[rule]
+    except KeyError:
+        raise UnknownRule(
+            f"rule {rule} has no stage declaration: add `STAGE = Stage(name=..., rules=({rule!r},), ...)` to its "
+            f"module in src/fourloops/stages/ (the wall check, preflight and lineage read it there)"
+        ) from None
+
+
+def stages() -> list[Stage]:
+    seen, out = set(), []
+    for stage in registry().values():
+        if stage.name not in seen:
+            seen.add(stage.name)
+            out.append(stage)
+    return out

@@ -1,0 +1,151 @@
+"""New views per ladder condition: one job loads the generator once and makes every azimuth (pod)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from fourloops.card import check_card
+from fourloops.io import write_json
+from fourloops.stage import AskContext, Stage
+
+STAGING_PREFIX = ".views-partial-"
+
+
+def generate_stage(
+    references: list[str],
+    images_out: list[str],
+    manifest_out: str,
+    condition: str,
+    prompt: str,
+    lora: bool,
+    azimuths: list[int],
+    seed: int,
+    model_set: str,
+    generator: dict,
+    reference_azimuths: list[int],
+    machine: str = "desk",
+) -> dict:
+    """Every requested view of one condition from one model load.
+
+    Views are staged in a hidden folder and moved into place only when all are done; the manifest,
+    which the next stage depends on, is written last. A killed job leaves only the hidden folder.
+    """
+    from PIL import Image
+
+    from fourloops import generate as gen
+    from fourloops.io import save_image
+
+    if lora:
+        raise ValueError(f"condition {condition}: the camera LoRA rule does not exist yet")
+    if len(images_out) != len(azimuths):
+        raise ValueError(f"{len(images_out)} outputs for {len(azimuths)} azimuths")
+    out_dir = Path(manifest_out).parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob(STAGING_PREFIX + "*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = out_dir / f"{STAGING_PREFIX}{os.getpid()}"
+    staging.mkdir()
+
+    size = int(generator["size"])
+    refs = [Image.open(p).convert("RGB").resize((size, size), Image.Resampling.LANCZOS) for p in references]
+    settings = {
+        "num_inference_steps": int(generator["steps"]),
+        "guidance": float(generator["guidance"]),
+        "width": size,
+        "height": size,
+        "negative_prompt": generator["negative_prompt"],
+    }
+    check_card(generator["device"], machine)
+    loads_before = gen.LOADS
+    t0 = time.perf_counter()
+    model = gen.load_backend(
+        generator["backend"], generator["model"], generator["revision"], generator["precision"],
+        generator["device"], settings,
+    )
+    load_seconds = time.perf_counter() - t0
+    views = {}
+    for azimuth, out in zip(azimuths, images_out):
+        text = prompt.format(azimuth=azimuth)
+        view_seed = int(seed) + int(azimuth)
+        t1 = time.perf_counter()
+        image = model.generate(refs, text, view_seed)
+        seconds = time.perf_counter() - t1
+        save_image(staging / Path(out).name, image)
+        views[str(azimuth)] = {"image": str(out), "prompt": text, "seed": view_seed, "seconds": round(seconds, 4)}
+
+    from fourloops.provenance import peak_vram_gib
+
+    peak = peak_vram_gib()
+    for out in images_out:
+        os.replace(staging / Path(out).name, out)
+    staging.rmdir()
+    description = model.describe()
+    write_json(
+        manifest_out,
+        {
+            "condition": condition,
+            "model_set": model_set,
+            "generator": {k: generator[k] for k in ("backend", "model", "revision", "precision", "device")},
+            "model": description,
+            "model_loads": gen.LOADS - loads_before,
+            "load_seconds": round(load_seconds, 4),
+            "references": list(references),
+            "reference_azimuths": list(reference_azimuths),
+            "lora": bool(lora),
+            "peak_vram_gib": peak,
+            "views": views,
+        },
+    )
+    return {
+        "models": [description],
+        "seed": int(seed),
+        "precision": generator["precision"],
+        "model_loads": gen.LOADS - loads_before,
+    }
+
+
+# ------------------------------------------------------------------------------------ declaration
+def ask(ctx: AskContext, wildcards: dict, params: dict):
+    from fourloops import asks
+
+    job = params["job"]
+    if job["model_set"] == "smoke":  # the tiny generator on the CPU
+        return asks.stage_ask(ctx.facts, "smoke_generate")
+    return asks.generator_ask(
+        ctx.facts, job["generator"], n_references=len(job["reference_azimuths"]), n_views=len(job["azimuths"]),
+        measured=ctx.measured, machine=ctx.machine,
+    )
+
+
+def generator_needs(gen: dict, rule: str) -> list:
+    """A real generator load: its device, its package, its weights (a local directory or a hub snapshot)."""
+    from fourloops.preflight import Need
+
+    out = [Need("device", gen["device"], rule=rule)]
+    if gen["backend"] == "omnigen2":
+        out.append(Need("package", "omnigen2", rule=rule))
+    if Path(os.path.expanduser(gen["model"])).is_dir():
+        out.append(Need("model_dir", os.path.expanduser(gen["model"]), rule=rule))
+    else:
+        out.append(Need("hf_model", gen["model"], gen["revision"], rule=rule))
+    return out
+
+
+def needs(params: dict) -> list:
+    return generator_needs(params["job"]["generator"], "generate")
+
+
+def measures(record: dict) -> str | None:
+    from fourloops.asks import generator_key
+
+    gen = ((record.get("params") or {}).get("job") or {}).get("generator")
+    if isinstance(gen, dict) and {"backend", "precision", "size"} <= set(gen):
+        return generator_key(gen)
+    return None
+
+
+STAGE = Stage(name="generate", rules=("generate",), profile="pod", ask=ask, needs=needs, measures=measures,
+              keep_last_good=True)

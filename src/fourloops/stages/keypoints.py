@@ -1,0 +1,59 @@
+"""RF-DETR keypoints (COCO-17) on every image of a set, one model load per set (desk)."""
+
+from __future__ import annotations
+
+from fourloops.card import check_card
+from fourloops.io import write_json
+from fourloops.stage import AskContext, Stage
+
+
+def keypoints_stage(
+    images: list[str], points_out: list[str], azimuths: list[int], detector: dict, machine: str = "desk"
+) -> dict:
+    """The most confident person's COCO-17 keypoints in every image of a set, one model load."""
+    from PIL import Image
+
+    from fourloops.keypoints import load_detector
+
+    if not (len(images) == len(points_out) == len(azimuths)):
+        raise ValueError(f"{len(images)} images, {len(points_out)} outputs, {len(azimuths)} azimuths")
+    check_card(detector["device"], machine)
+    det = load_detector(
+        detector["weights"], device=detector["device"], resolution=int(detector["resolution"]),
+        num_windows=int(detector["num_windows"]),
+    )
+    for azimuth, image, out in zip(azimuths, images, points_out):
+        with Image.open(image) as im:
+            record = det.detect(im.convert("RGB"))
+        record.update(image=str(image), azimuth_requested=int(azimuth))
+        write_json(out, record)
+    return {"models": [det.describe()], "precision": "fp32"}
+
+
+# ------------------------------------------------------------------------------------ declaration
+def ask(ctx: AskContext, wildcards: dict, params: dict):
+    from fourloops import asks
+
+    return asks.detector_ask(ctx.facts, params["detector"], n_images=len(params["azimuths"]),
+                             measured=ctx.measured, machine=ctx.machine)
+
+
+def detector_needs(det: dict, rule: str) -> list:
+    from fourloops.preflight import Need
+
+    return [Need("device", det["device"], rule=rule), Need("checkpoint", det["weights"], rule=rule)]
+
+
+def needs(params: dict) -> list:
+    return detector_needs(params["detector"], "keypoints")
+
+
+def measures(record: dict) -> str | None:
+    from fourloops.asks import detector_key
+
+    det = (record.get("params") or {}).get("detector")
+    return detector_key(det) if isinstance(det, dict) and "resolution" in det else None
+
+
+STAGE = Stage(name="keypoints", rules=("keypoints", "keypoints_generated"), profile="desk", ask=ask, needs=needs,
+              measures=measures)

@@ -1,0 +1,205 @@
+"""One place per stage: the declarations, lineage derived from imports, and a throwaway stage that the
+wall check, the preflight, the plan and lineage all see with no other file edited."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SNAKEMAKE, snakemake_env
+from fourloops import lineage
+from fourloops.stage import UnknownRule, registry, stage_for
+
+FOURLOOPS = str(Path(sys.executable).with_name("fourloops"))
+
+
+# ------------------------------------------------------------------------------ the declarations
+def test_every_rule_with_outputs_has_exactly_one_stage():
+    rules = set(registry())
+    assert {"render", "generate", "keypoints", "keypoints_generated", "fit", "ladder", "smoke_generator",
+            "smoke_detector", "probe_model", "publish"} <= rules
+    assert stage_for("generate").profile == "pod" and stage_for("generate").keep_last_good
+    assert stage_for("keypoints") is stage_for("keypoints_generated")
+    with pytest.raises(UnknownRule, match="no stage declaration"):
+        stage_for("no_such_rule")
+
+
+def test_lineage_follows_the_imports_not_a_list():
+    ladder = set(lineage.closure("fourloops.stages.ladder"))
+    # stages/ladder.py imports fourloops.ladder, which imports camera and io: all three are in its lineage
+    assert {"fourloops.stages.ladder", "fourloops.ladder", "fourloops.camera", "fourloops.io"} <= ladder
+    assert "fourloops.generate" not in ladder and "fourloops.cli" not in ladder
+    fit = set(lineage.closure("fourloops.stages.fit"))
+    assert {"fourloops.fit", "fourloops.io", "fourloops.camera", "fourloops.stages.render"} <= fit
+    assert "fourloops.generate" in lineage.closure("fourloops.stages.generate")
+
+
+# --------------------------------------------------------------------------- a copy of the workflow
+TOY_RULE = '''
+rule toy:
+    input:
+        skeleton="results/render/skeleton.json",
+    output:
+        out="results/toy/out.json",
+        provenance="results/provenance/toy/toy.json",
+    log:
+        "logs/toy/toy.log",
+    benchmark:
+        "benchmarks/toy/toy.tsv"
+    params:
+        toy=config["toy"],
+        model_set=config["model_set"],
+        lineage=LINEAGE,
+    threads: 1
+    resources:
+        **ASKS,
+    script:
+        "../scripts/toy.py"
+'''
+TOY_SCRIPT = '''from fourloops.jobs import job
+from fourloops.stages.toy import toy_stage
+
+with job(snakemake) as run:
+    run.record(**toy_stage(skeleton=snakemake.input.skeleton, out=snakemake.output.out))
+'''
+TOY_MODULE = '''"""A throwaway stage: counts the skeleton's joints (tests only)."""
+from fourloops.io import read_json, write_json
+from fourloops.stage import Stage
+
+
+def toy_stage(skeleton: str, out: str) -> dict:
+    write_json(out, {"joints": len(read_json(skeleton)["names"])})
+    return {}
+
+
+def ask(ctx, wildcards, params):
+    from fourloops.asks import Ask
+
+    gib = params["toy"]["vram_gib"]
+    return Ask.of(gib, 1.0, source="toy: config toy.vram_gib", devices=("cuda",) if gib else ())
+
+
+def needs(params):
+    from fourloops.preflight import Need
+
+    return [Need("checkpoint", params["toy"]["weights"], rule="toy")]
+
+
+STAGE = Stage(name="toy", rules=("toy",), profile="pod", ask=ask, needs=needs)
+'''
+TOY_SCHEMA = '''description: The toy stage (tests only).
+type: object
+additionalProperties: false
+default: {}
+properties:
+  vram_gib:
+    description: VRAM the toy asks.
+    type: number
+    minimum: 0
+    maximum: 200
+    default: 40
+  weights:
+    description: A checkpoint the toy needs on a real run.
+    type: string
+    default: /nonexistent/toy.pth
+'''
+
+
+@pytest.fixture(scope="module")
+def repo_copy(tmp_path_factory):
+    """The workflow's own files (tracked and untracked-not-ignored), copied: edits here never touch the repo."""
+    dest = tmp_path_factory.mktemp("repo") / "fourloops"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for rel in files:
+        if (REPO / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dest / rel)
+    return dest
+
+
+def copy_env(repo: Path) -> dict:
+    return snakemake_env(PYTHONPATH=f"{repo / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+
+
+def smk(repo: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [SNAKEMAKE, "-s", str(repo / "Snakefile"), "--profile", str(repo / "profiles" / "smoke"),
+           "--directory", str(workdir), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=copy_env(repo), cwd=workdir, timeout=600)
+
+
+def planned(proc) -> list[str]:
+    out = proc.stdout + proc.stderr
+    return sorted(line.split()[1].rstrip(":") for line in out.splitlines()
+                  if line.startswith(("rule ", "localrule ")) and line.rstrip().endswith(":"))
+
+
+def add_toy(repo: Path) -> Path:
+    toy = repo.parent / "toy-repo"
+    if not toy.exists():
+        shutil.copytree(repo, toy)
+        (toy / "rules" / "toy.smk").write_text(TOY_RULE)
+        (toy / "scripts" / "toy.py").write_text(TOY_SCRIPT)
+        (toy / "src" / "fourloops" / "stages" / "toy.py").write_text(TOY_MODULE)
+        (toy / "config" / "schema.d").mkdir(exist_ok=True)
+        (toy / "config" / "schema.d" / "toy.yaml").write_text(TOY_SCHEMA)
+    return toy
+
+
+def test_a_changed_module_marks_exactly_the_jobs_whose_code_imports_it(repo_copy, built_copy):
+    assert "Nothing to be done" in (smk(repo_copy, built_copy, "-n", "results/ladder.csv")).stdout
+    cli = repo_copy / "src" / "fourloops" / "cli.py"  # imported by no stage
+    cli.write_text(cli.read_text() + "\n# an edit no stage runs\n")
+    proc = smk(repo_copy, built_copy, "-n", "results/ladder.csv")
+    assert "Nothing to be done" in proc.stdout, proc.stdout[-2000:]
+    ladder = repo_copy / "src" / "fourloops" / "ladder.py"  # imported only by the ladder stage
+    ladder.write_text(ladder.read_text() + "\n# an edit only the ladder runs\n")
+    proc = smk(repo_copy, built_copy, "-n", "results/ladder.csv")
+    assert planned(proc) == ["ladder"], proc.stdout[-3000:]
+    assert "params have changed" in proc.stdout
+
+
+def test_a_new_stage_is_seen_by_walls_preflight_plan_and_lineage(repo_copy, built_copy, tmp_path):
+    toy = add_toy(repo_copy)
+    # walls: 40 GiB asked, the desk has 24: refused before any job, naming the rule and the toy's own source
+    proc = smk(toy, built_copy, "results/toy/out.json")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "walls:" in out and "rule toy, 1 job(s)" in out, out[-3000:]
+    assert "toy: config toy.vram_gib" in out and "fits pod" in out
+    assert not (built_copy / "results" / "toy").exists()
+    # the plan: the toy's job, its profile, its verdict on each machine
+    cmd = [FOURLOOPS, "plan", "--json", "-s", str(toy / "Snakefile"), "--profile", str(toy / "profiles" / "smoke"),
+           "--directory", str(built_copy), "results/toy/out.json"]
+    plan = subprocess.run(cmd, capture_output=True, text=True, env=copy_env(toy), cwd=built_copy, timeout=300)
+    assert plan.returncode == 2, plan.stderr[-2000:]
+    jobs = json.loads(plan.stdout)["jobs"]
+    assert [(j["rule"], j["profile"], j["verdict"][:8]) for j in jobs] == [("toy", "pod", "REFUSED:")]
+    plan = subprocess.run(cmd + ["--machine", "pod"], capture_output=True, text=True, env=copy_env(toy),
+                          cwd=built_copy, timeout=300)
+    assert plan.returncode == 0 and json.loads(plan.stdout)["jobs"][0]["verdict"] == "fits", plan.stderr[-2000:]
+    # the preflight (a real run, in its own directory): the toy's checkpoint is named before any job
+    real = tmp_path / "real"
+    real.mkdir()
+    cmd = [SNAKEMAKE, "-s", str(toy / "Snakefile"), "--directory", str(real), "-c1", "--config", "model_set=real",
+           "machine=pod", "--", "results/toy/out.json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=copy_env(toy), cwd=real, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "weights /nonexistent/toy.pth (rule toy): does not exist" in out, out[-3000:]
+    assert not (real / "results").exists() and not (real / ".fourloops-model-set").exists()
+    # lineage: built once (a small ask fits), then an edit of the toy's module makes exactly the toy stale
+    small = tmp_path / "small.yaml"
+    small.write_text("toy:\n  vram_gib: 0\n")
+    proc = smk(toy, built_copy, f"--configfile={small}", "results/toy/out.json")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert json.loads((built_copy / "results" / "toy" / "out.json").read_text()) == {"joints": 17}
+    assert "Nothing to be done" in smk(toy, built_copy, f"--configfile={small}", "-n", "results/toy/out.json").stdout
+    module = toy / "src" / "fourloops" / "stages" / "toy.py"
+    module.write_text(module.read_text() + "\n# edited\n")
+    proc = smk(toy, built_copy, f"--configfile={small}", "-n", "results/toy/out.json")
+    assert planned(proc) == ["toy"], proc.stdout[-3000:]
