@@ -8,7 +8,7 @@ from snakemake.exceptions import WorkflowError
 
 from fourloops import asks, provenance
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
-from fourloops.config import ConfigError, check_config
+from fourloops.config import ConfigError, check_config, loaded_configfiles
 
 try:
     check_config(
@@ -17,6 +17,8 @@ try:
         BACKENDS,
         SMOKE_BACKENDS,
         fill_defaults=validate,
+        configfiles=loaded_configfiles(workflow),
+        command_line=workflow.config_settings.config,
     )
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
