@@ -166,8 +166,11 @@ def get_ladder_inputs(wildcards):
 # config/models.yaml facts and the job's params, or from measurements (probes, earlier provenance).
 from fourloops import walls
 
-MODEL_FACTS = asks.load_facts(Path(workflow.basedir) / "config" / "models.yaml")
-MACHINES = walls.load_machines(Path(workflow.basedir) / "config" / "machines.yaml")
+try:  # both validated by their schemas (config/*.schema.yaml) before any job
+    MODEL_FACTS = asks.load_facts(Path(workflow.basedir) / "config" / "models.yaml")
+    MACHINES = walls.load_machines(Path(workflow.basedir) / "config" / "machines.yaml")
+except ValueError as err:  # ConfigError, MachinesError: the message names file, line, key and value
+    raise WorkflowError(str(err)) from None
 MEASURED = asks.Measurements.load(Path.cwd())
 _ASKS = {}
 

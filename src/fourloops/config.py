@@ -244,3 +244,39 @@ def check_config(
             "invalid config (nothing was run or written):\n  " + "\n  ".join(problems)
         )
     return config
+
+
+MODELS_SCHEMA = Path(__file__).resolve().parents[2] / "config" / "models.schema.yaml"
+
+
+def load_model_facts(path: str | Path, schema_path: str | Path = MODELS_SCHEMA) -> dict:
+    """config/models.yaml, validated by config/models.schema.yaml and the cross-references the schema
+    cannot express; ConfigError naming the file, line, key, value and what is allowed."""
+    path = Path(path)
+    try:
+        facts = yamlcheck.load_checked(path, schema_path, what="models file")
+    except yamlcheck.YamlError as err:
+        raise ConfigError(str(err)) from None
+    problems = []
+    dtypes = sorted(facts["bytes_per_param"])
+    for name, model in facts["models"].items():
+        fmt = model.get("nf4_format")
+        if fmt is not None and fmt not in facts["bytes_per_param"]:
+            problems.append(f"models.{name}.nf4_format = {fmt!r}: not in bytes_per_param; allowed: one of {dtypes}")
+        components = model.get("components") or {}
+        for i, row in enumerate(model.get("measured") or []):
+            for part in row.get("resident") or []:
+                if part not in components:
+                    problems.append(f"models.{name}.measured[{i}].resident: {part!r} is not a component of {name}; "
+                                    f"allowed: one of {sorted(components)}")
+        tables = [(f"activations_gib.{mode}", t) for mode, t in (model.get("activations_gib") or {}).items()]
+        tables.append(("seconds.per_view_by_references", (model.get("seconds") or {}).get("per_view_by_references") or {}))
+        for where, table in tables:
+            for key in table:
+                if isinstance(key, bool) or not isinstance(key, int) or key < 1:
+                    problems.append(f"models.{name}.{where}: key {key!r} is not allowed; allowed: whole numbers >= 1 "
+                                    "(pixels, or reference counts)")
+    if problems:
+        raise ConfigError(f"{path}: invalid models file (nothing was run or written):\n  " + "\n  ".join(problems))
+    return facts
+

@@ -72,6 +72,15 @@ def load(path: str | Path) -> Any:
         raise YamlError(f"{path}: not valid YAML: {err}") from None
 
 
+def load_problem(path: str | Path) -> str | None:
+    """Why the YAML file cannot be loaded (file, line, problem), or None if it can."""
+    try:
+        load(path)
+    except YamlError as err:
+        return str(err)
+    return None
+
+
 def load_lenient(path: str | Path) -> Any:
     """The data as Snakemake reads it (a repeated key keeps its last value); YamlError if malformed."""
     try:
@@ -197,7 +206,10 @@ def number_text_hint(value: str, wants: str) -> str | None:
     if wants == "integer" and number.is_integer():
         fix = str(int(number))
     else:
+        # YAML 1.1 (PyYAML, Snakemake) reads a float only with a dot and a signed exponent: 1.0e-3, 3.9e+9
         mantissa, _, exponent = text.lower().partition("e")
+        if exponent and exponent[0] not in "+-":
+            exponent = "+" + exponent
         fix = (mantissa if "." in mantissa else mantissa + ".0") + (f"e{exponent}" if exponent else "")
     return f"{value!r} is text in YAML: write {fix}"
 
