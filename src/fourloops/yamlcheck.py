@@ -67,7 +67,10 @@ def load(path: str | Path) -> Any:
         mark = err.problem_mark or err.context_mark
         problem = err.problem or err.context or "not valid YAML"
         context = f" ({err.context})" if err.context and err.problem else ""
-        raise YamlError(f"{_where(path, mark)}: {problem}{context}") from None
+        if isinstance(err, yaml.constructor.ConstructorError) and "appears twice" in problem:
+            raise YamlError(f"{_where(path, mark)}: {problem}") from None
+        raise YamlError(f"{_where(path, mark)}: {problem}{context}; allowed: YAML, indented with spaces "
+                        "(never tabs), each nested key indented deeper than its parent") from None
     except yaml.YAMLError as err:
         raise YamlError(f"{path}: not valid YAML: {err}") from None
 
@@ -180,7 +183,8 @@ def describe_allowed(error: jsonschema.ValidationError) -> str:
     if kind == "required":
         return f"the keys {schema['required']}"
     if kind in ("minItems", "minProperties"):
-        return "a non-empty value"
+        least = schema[kind]
+        return "a non-empty value" if least == 1 else f"at least {least} {'items' if kind == 'minItems' else 'keys'}"
     if kind == "maxItems":
         return f"at most {schema['maxItems']} items"
     if kind in ("minLength",):
