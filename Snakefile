@@ -5,9 +5,6 @@ from snakemake.utils import min_version, validate
 min_version("9.27")
 
 
-configfile: os.path.join(workflow.basedir, "config", "config.yaml")
-
-
 include: "rules/common.smk"
 
 

@@ -12,7 +12,17 @@ from snakemake.exceptions import WorkflowError
 
 from fourloops import provenance, smk
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
-from fourloops.config import ConfigError, check_config, schema_with_slices
+from fourloops.yamlcheck import load_problem
+from fourloops.config import ConfigError, check_config, loaded_configfiles, schema_with_slices
+
+# Snakemake's message for a malformed config file names neither file nor line: name both first.
+_config_problem = load_problem(os.path.join(workflow.basedir, "config", "config.yaml"))
+if _config_problem:
+    raise WorkflowError(f"invalid config (nothing was run or written):\n  {_config_problem}")
+
+
+configfile: os.path.join(workflow.basedir, "config", "config.yaml")
+
 
 # The experiment schema plus each stage's own slice (config/schema.d/<key>.yaml), checked before any job.
 with tempfile.TemporaryDirectory(prefix="fourloops-schema-") as _tmp:
@@ -21,7 +31,10 @@ with tempfile.TemporaryDirectory(prefix="fourloops-schema-") as _tmp:
         _schema.write_text(yaml.safe_dump(schema_with_slices(
             Path(workflow.basedir) / "config" / "schema.yaml", Path(workflow.basedir) / "config" / "schema.d"
         ), sort_keys=False))
-        check_config(config, _schema, BACKENDS, SMOKE_BACKENDS, fill_defaults=validate)
+        check_config(
+            config, _schema, BACKENDS, SMOKE_BACKENDS, fill_defaults=validate,
+            configfiles=loaded_configfiles(workflow), command_line=workflow.config_settings.config,
+        )
     except ConfigError as err:
         raise WorkflowError(str(err)) from None
 
@@ -54,7 +67,10 @@ SMOKE_DETECTOR = "models/smoke/rfdetr-keypoint.pth"
 
 # fourloops' view of this workflow: every rule declares `resources: **ASKS` and `lineage=LINEAGE`.
 smk.check_model_set(config["model_set"])
-FOURLOOPS = smk.workflow_of(workflow, config)
+try:  # models.yaml and machines.yaml are validated by their own schemas (config/*.schema.yaml)
+    FOURLOOPS = smk.workflow_of(workflow, config)
+except ValueError as err:  # ConfigError, MachinesError: the message names file, line, key and value
+    raise WorkflowError(str(err)) from None
 ASKS = FOURLOOPS.resources()
 LINEAGE = FOURLOOPS.lineage_param()
 # Before the DAG is built, outputs are checked against their provenance records (a corrupted one reruns).

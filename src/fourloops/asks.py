@@ -19,8 +19,9 @@ MIB = 2**20
 
 
 def load_facts(path: str | Path) -> dict:
-    with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    from fourloops.config import load_model_facts  # validated: config/models.schema.yaml
+
+    return load_model_facts(path)
 
 
 @dataclass(frozen=True)

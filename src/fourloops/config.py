@@ -1,13 +1,20 @@
-"""Config checks that name the key, the value and what is allowed, before any job runs."""
+"""Config checks that name the key, the value and what is allowed, before any job runs.
+
+`check_config` re-reads the config files Snakemake loaded (duplicate keys, file and line), refuses a
+later file's empty mapping that Snakemake would merge away, validates against config/schema.yaml
+(finite numbers, whole numbers, YAML's number-or-text surprises explained), checks phenotype and
+pose against Anny's own tables (fourloops.anny_tables, no anny import) and the cross-key rules.
+"""
 
 from __future__ import annotations
 
+import copy
 import string
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
-import jsonschema
-import yaml
+from fourloops import anny_tables, yamlcheck
+from fourloops.yamlcheck import key_path, show  # noqa: F401  (key_path: part of this module's API)
 
 # Ladder names that the table uses for its own rows; a condition may not take them.
 RESERVED_SOURCES = ("floor", "floor_gt", "render")
@@ -17,63 +24,141 @@ class ConfigError(ValueError):
     """A config value that cannot run. The message names the key path, the value and what is allowed."""
 
 
-def key_path(parts: Iterable[Any]) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "<config>"
-
-
-def _describe_allowed(error: jsonschema.ValidationError) -> str:
-    schema, kind = error.schema, error.validator
-    if kind == "enum":
-        return f"one of {schema['enum']}"
-    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        bounds = []
-        for name, sym in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<")):
-            if name in schema:
-                bounds.append(f"{sym} {schema[name]}")
-        return "a number " + " and ".join(bounds)
-    if kind == "type":
-        return f"a value of type {schema['type']}"
-    if kind == "additionalProperties" and schema.get("additionalProperties") is False:
-        return f"only the keys {sorted(schema.get('properties', {}))}"
-    if kind == "required":
-        return f"the keys {schema['required']}"
-    if kind in ("minItems", "minProperties"):
-        return "a non-empty value"
-    if kind == "pattern":
-        return f"a string matching {schema['pattern']}"
-    if "propertyNames" in error.schema_path:
-        return "names matching ^[A-Za-z][A-Za-z0-9_]*$ other than " + ", ".join(RESERVED_SOURCES)
-    if kind == "multipleOf":
-        return f"a multiple of {schema['multipleOf']}"
-    if kind == "uniqueItems":
-        return "no repeated values"
-    return error.message
-
-
-def schema_errors(config: dict, schema: dict) -> list[str]:
-    validator = jsonschema.Draft202012Validator(schema)
-    messages = []
-    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
-        path = key_path(error.absolute_path)
-        if error.validator == "additionalProperties" and error.schema.get("additionalProperties") is False:
-            extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-            for name in extra:
-                sub = f"{path}.{name}" if path != "<config>" else name
-                messages.append(f"{sub}: unknown key; allowed: {_describe_allowed(error)}")
-            continue
-        if "propertyNames" in error.schema_path:
-            messages.append(f"{path}: key {error.instance!r} is not allowed; allowed: {_describe_allowed(error)}")
-            continue
-        messages.append(f"{path} = {error.instance!r}: not allowed; allowed: {_describe_allowed(error)}")
-    return messages
-
-
 def load_schema(path: str | Path) -> dict:
-    with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    return yamlcheck.load(path)
+
+
+def schema_errors(config: dict, schema: dict, text_origin=None) -> list[str]:
+    return yamlcheck.schema_errors(config, schema, text_origin=text_origin)
+
+
+def loaded_configfiles(workflow) -> list[Path]:
+    """The config files a Snakemake 9 workflow merged, in merge order: the Snakefile's `configfile:`
+    directives, then every --configfile (Snakemake merges the latter over the former)."""
+    command_line = [Path(f).absolute() for f in workflow.config_settings.configfiles]
+    directives = [Path(f).absolute() for f in workflow.configfiles if Path(f).absolute() not in command_line]
+    return directives + command_line
+
+
+def _get(data: Any, where: tuple) -> Any:
+    for part in where:
+        if isinstance(data, Mapping) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _has(data: Any, where: tuple) -> bool:
+    for part in where:
+        if isinstance(data, Mapping) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
+            data = data[part]
+        else:
+            return False
+    return True
+
+
+def _empty_mappings(data: Any, where: tuple = ()) -> list[tuple]:
+    if not isinstance(data, Mapping):
+        return []
+    if not data:
+        return [where]
+    return [p for key, value in data.items() for p in _empty_mappings(value, where + (key,))]
+
+
+def _merge(config: dict, update: Mapping) -> None:
+    from snakemake.utils import update_config  # the merge Snakemake itself applies
+
+    update_config(config, update)
+
+
+def source_problems(configfiles: Iterable[str | Path], command_line: Mapping | None):
+    """Problems of the config files themselves, and where each key path was last set.
+
+    Returns (problems, origin) where origin(path) -> "FILE, line N" or "--config" or None.
+    """
+    problems: list[str] = []
+    sources: list[tuple[str, Any, dict]] = []  # (label, data, key lines), in merge order
+    for path in configfiles:
+        try:
+            data = yamlcheck.load(path)
+        except yamlcheck.YamlError as err:
+            problems.append(str(err))
+            try:  # Snakemake read it (keeping the last of a repeated key): locate values as it did
+                data = yamlcheck.load_lenient(path)
+            except yamlcheck.YamlError:
+                continue
+        if data is not None and not isinstance(data, Mapping):
+            problems.append(f"{path}: holds {type(data).__name__}, not a mapping of config keys; "
+                            "allowed: keys such as azimuths:, render:, conditions: at the top level")
+            continue
+        sources.append((str(path), data or {}, yamlcheck.key_lines(path)))
+    if command_line:
+        sources.append(("--config", dict(command_line), {}))
+
+    # A later source's `key: {}` is merged into the earlier mapping key by key, so it empties nothing.
+    merged: dict = {}
+    for label, data, lines in sources:
+        for where in _empty_mappings(data):
+            before = _get(merged, where)
+            if where and isinstance(before, Mapping) and before:
+                at = f"{label}, line {lines[where]}" if where in lines else label
+                problems.append(
+                    f"{at}: {key_path(where)} = {{}}: an empty mapping does not empty it (Snakemake merges each "
+                    f"config over the earlier ones key by key, so it would still hold {sorted(before)}); allowed: "
+                    f"the entries to keep, listed; remove unwanted ones from the file that defines them"
+                )
+        _merge(merged, copy.deepcopy(data))
+
+    def origin(where: tuple) -> str | None:
+        for label, data, lines in reversed(sources):
+            if _has(data, where):
+                line = yamlcheck.nearest_line(lines, where)
+                return f"{label}, line {line}" if line else label
+        return None
+
+    return problems, origin
+
+
+def table_errors(config: Mapping, tables: Mapping | None = None) -> list[tuple[tuple, str]]:
+    """(key path, message) for phenotype keys and ranges and pose bones against Anny's own tables
+    (fourloops.anny_tables)."""
+    tables = tables or anny_tables.load()
+    body = _get(config, ("render", "body"))
+    if not isinstance(body, Mapping):
+        return []
+    messages = []
+    version = f"anny {tables['anny_version']}"
+    phenotype = body.get("phenotype")
+    if isinstance(phenotype, Mapping):
+        for key, value in phenotype.items():
+            where = f"render.body.phenotype.{key}"
+            if key not in tables["phenotype"]:
+                messages.append((("render", "body", "phenotype", key),
+                                 f"{where}: unknown phenotype key; allowed: one of {list(tables['phenotype'])} ({version})"))
+                continue
+            rng = tables["phenotype"][key]
+            if yamlcheck._is_number(None, value) and not rng["min"] <= value <= rng["max"]:
+                messages.append((("render", "body", "phenotype", key),
+                    f"{where} = {show(value)}: not allowed; allowed: a number >= {rng['min']:g} and <= {rng['max']:g} "
+                    f"({version} phenotype range, as fourloops.body renders it)"
+                ))
+    pose = body.get("pose")
+    if isinstance(pose, Mapping):
+        bones = tables["bones"]
+        for bone in pose:
+            if bone not in bones:
+                near = [b for b in bones if str(bone).split(".")[0].lower().rstrip("0123456789") in b.lower()][:12]
+                hint = f"; close names: {near}" if near else ""
+                messages.append((("render", "body", "pose", bone),
+                    f"render.body.pose.{bone}: unknown bone; allowed: one of Anny's {len(bones)} bones ({version}, "
+                    f"listed in src/fourloops/anny_tables.json){hint}"
+                ))
+    return messages
 
 
 def semantic_errors(config: dict, backends: Iterable[str], smoke_backends: Iterable[str]) -> list[str]:
@@ -120,15 +205,37 @@ def semantic_errors(config: dict, backends: Iterable[str], smoke_backends: Itera
 
 
 def check_config(
-    config: dict, schema_path: str | Path, backends: Iterable[str], smoke_backends: Iterable[str], fill_defaults
+    config: dict,
+    schema_path: str | Path,
+    backends: Iterable[str],
+    smoke_backends: Iterable[str],
+    fill_defaults,
+    *,
+    configfiles: Iterable[str | Path] = (),
+    command_line: Mapping | None = None,
 ) -> dict:
-    """Validate `config` in place: schema (clear messages), then defaults, then cross-key checks.
+    """Validate `config` in place: its source files, the schema (clear messages), Anny's tables, then
+    defaults, then cross-key checks.
 
     `fill_defaults(config, schema_path)` fills schema defaults (snakemake.utils.validate in the workflow).
-    Raises ConfigError listing every problem found.
+    `configfiles`: the files Snakemake merged, in merge order (`loaded_configfiles(workflow)`);
+    `command_line`: the --config values (`workflow.config_settings.config`).
+    Raises ConfigError listing every problem found; changes nothing on disk.
     """
     schema = load_schema(schema_path)
-    problems = schema_errors(config, schema)
+    problems, origin = source_problems(configfiles, command_line)
+    cli = dict(command_line or {})
+
+    def text_origin(where: tuple) -> str | None:
+        # Snakemake parses a --config value as a number only at the top level; inside a mapping it is text.
+        if len(where) > 1 and _has(cli, where):
+            return (f"Snakemake reads the values inside a --config mapping as text; set {key_path(where)} "
+                    "in a --configfile instead")
+        return None
+
+    for where, message in yamlcheck.schema_problems(config, schema, text_origin=text_origin) + table_errors(config):
+        at = origin(where)
+        problems.append(f"{at}: {message}" if at else message)
     if not problems:
         fill_defaults(config, str(schema_path))
         problems = semantic_errors(config, list(backends), list(smoke_backends))
@@ -149,3 +256,39 @@ def schema_with_slices(main: str | Path, slices: str | Path) -> dict:
             raise ConfigError(f"{path}: config key {key!r} is already defined by {main}; allowed: a new key")
         schema.setdefault("properties", {})[key] = load_schema(path)
     return schema
+
+
+MODELS_SCHEMA = Path(__file__).resolve().parents[2] / "config" / "models.schema.yaml"
+
+
+def load_model_facts(path: str | Path, schema_path: str | Path = MODELS_SCHEMA) -> dict:
+    """config/models.yaml, validated by config/models.schema.yaml and the cross-references the schema
+    cannot express; ConfigError naming the file, line, key, value and what is allowed."""
+    path = Path(path)
+    try:
+        facts = yamlcheck.load_checked(path, schema_path, what="models file")
+    except yamlcheck.YamlError as err:
+        raise ConfigError(str(err)) from None
+    problems = []
+    dtypes = sorted(facts["bytes_per_param"])
+    for name, model in facts["models"].items():
+        fmt = model.get("nf4_format")
+        if fmt is not None and fmt not in facts["bytes_per_param"]:
+            problems.append(f"models.{name}.nf4_format = {fmt!r}: not in bytes_per_param; allowed: one of {dtypes}")
+        components = model.get("components") or {}
+        for i, row in enumerate(model.get("measured") or []):
+            for part in row.get("resident") or []:
+                if part not in components:
+                    problems.append(f"models.{name}.measured[{i}].resident: {part!r} is not a component of {name}; "
+                                    f"allowed: one of {sorted(components)}")
+        tables = [(f"activations_gib.{mode}", t) for mode, t in (model.get("activations_gib") or {}).items()]
+        tables.append(("seconds.per_view_by_references", (model.get("seconds") or {}).get("per_view_by_references") or {}))
+        for where, table in tables:
+            for key in table:
+                if isinstance(key, bool) or not isinstance(key, int) or key < 1:
+                    problems.append(f"models.{name}.{where}: key {key!r} is not allowed; allowed: whole numbers >= 1 "
+                                    "(pixels, or reference counts)")
+    if problems:
+        raise ConfigError(f"{path}: invalid models file (nothing was run or written):\n  " + "\n  ".join(problems))
+    return facts
+

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from fourloops import yamlcheck
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "config" / "machines.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "machines.schema.yaml"
 
 # The profile tags a rule may carry: where its jobs run (RFD 1163/1165).
 PROFILE_TAGS = ("desk", "pod", "container")
@@ -44,17 +45,20 @@ class Machine:
 
 
 def load(path: str | Path | None = None) -> dict:
-    """The machines file as a dict (default: the repository's config/machines.yaml)."""
+    """The machines file as a dict (default: the repository's config/machines.yaml), validated by
+    config/machines.schema.yaml: MachinesError naming the file, line, key, value and what is allowed."""
     path = Path(path) if path else DEFAULT_PATH
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as err:
-        raise MachinesError(f"{path}: cannot be read ({err.strerror})") from None
-    except yaml.YAMLError as err:
-        raise MachinesError(f"{path}: not valid YAML: {err}") from None
-    if not isinstance(data, dict):
-        raise MachinesError(f"{path}: expected a mapping of machine names, found {type(data).__name__}")
+        data = yamlcheck.load_checked(path, SCHEMA_PATH, what="machines file")
+    except yamlcheck.YamlError as err:
+        raise MachinesError(str(err)) from None
+    hosts = names(data)
+    problems = [
+        f"{path}: {name}.host = {raw['host']!r}: not a machine of this file; allowed: one of {hosts}"
+        for name, raw in data.items() if "host" in raw and raw["host"] not in hosts
+    ]
+    if problems:
+        raise MachinesError(f"{path}: invalid machines file (nothing was run or written):\n  " + "\n  ".join(problems))
     return data
 
 
