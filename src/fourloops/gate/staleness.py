@@ -1,0 +1,71 @@
+"""Rule 6: Snakemake's own judgement of what it would rebuild (a dry-run summary in a subprocess)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fourloops.records import norm
+
+STALE_TRIGGERS = ("mtime", "params", "input", "code", "software-env")
+
+
+def snakemake_staleness(
+    snakefile: str | Path,
+    workdir: str | Path,
+    paths: list[str],
+    *,
+    configfile: str | Path | None = None,
+    python: str = sys.executable,
+    timeout: int = 600,
+) -> dict[str, str | None]:
+    """Snakemake's own judgement of `paths`: a dry-run `--summary` with every rerun trigger, run in a
+    subprocess with `--nolock` (it writes nothing, and the calling Snakemake holds the lock).
+
+    Returns path -> None (up to date) or the reason it would be rebuilt. A path the summary does not
+    list is left out. If Snakemake fails, every path maps to its error.
+    """
+    if not paths:
+        return {}
+    cmd = [python, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir),
+           "--summary", "--nolock", "--rerun-triggers", *STALE_TRIGGERS, "--cores", "1"]
+    if configfile:
+        cmd += ["--configfile", str(configfile)]
+    cmd += ["--", *paths]
+    env = dict(os.environ)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env, timeout=timeout)
+    if proc.returncode != 0:
+        tail = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()][-3:]
+        reason = "Snakemake could not judge it: " + " | ".join(tail)
+        return {p: reason for p in paths}
+    return parse_summary(proc.stdout, paths)
+
+
+def parse_summary(text: str, paths: list[str]) -> dict[str, str | None]:
+    """Rows of `snakemake --summary` (output_file, date, rule, log, status, plan) for `paths`."""
+    wanted = {norm(p): p for p in paths}
+    rows, header = [], None
+    for line in text.splitlines():
+        cols = line.split("\t")
+        if cols[0] == "output_file":
+            header = cols
+        elif header is not None and len(cols) == len(header):
+            rows.append(dict(zip(header, cols)))
+    # the files whose own status says why (params changed, missing, ...), for evidence upstream
+    causes = [f"{r['output_file']} {r['status']}" for r in rows
+              if r["plan"] == "update pending" and r["status"] != "ok" and "/provenance/" not in r["output_file"]]
+    out: dict[str, str | None] = {}
+    for row in rows:
+        key = norm(row["output_file"])
+        if key not in wanted:
+            continue
+        if row["plan"] != "update pending":
+            out[wanted[key]] = None
+        elif row["status"] != "ok":
+            out[wanted[key]] = f"{row['status']} (rule {row['rule']})"
+        else:
+            more = f" (+{len(causes) - 3} more)" if len(causes) > 3 else ""
+            out[wanted[key]] = f"rule {row['rule']} would rerun after upstream: {'; '.join(causes[:3]) or '?'}{more}"
+    return out

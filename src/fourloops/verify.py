@@ -1,0 +1,203 @@
+"""The output check before a run: every existing output against the provenance record that made it.
+
+Snakemake judges a file by its mtime and its metadata, never by its bytes: a truncated render, an
+edited keypoints file or views deleted by a killed job all count as up to date, and the next job
+reads them. Here each record (fourloops.records) is compared with the disk:
+
+- every output it lists must exist with the recorded size and sha256 (missing / truncated / edited);
+- every input it lists that the workflow made (another record lists it as an output) must still
+  hold the bytes the job read (input gone / input changed): a job whose inputs are gone consumed
+  bytes nobody can reproduce from the disk.
+
+Each problem names the record whose job must run again; the record file is itself an output of
+that job, so its path names the job to Snakemake. sha256 is cached by (path, size, mtime_ns, inode)
+in `.snakemake/fourloops-hashes.json`, so a warm check of a whole working directory reads no bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from fourloops import io, records
+from fourloops.io import sha256_file
+from fourloops.records import Record, norm
+
+HASH_CACHE = ".snakemake/fourloops-hashes.json"
+HASH_SCHEMA = "fourloops.hashes/1"
+# What can be wrong, in the order describe() lists them.
+KINDS = ("unreadable record", "missing", "truncated", "edited", "input gone", "input changed")
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str            # the file that is wrong (or the unreadable record)
+    kind: str            # one of KINDS
+    detail: str          # e.g. "100 of 30751 bytes", "sha256 1a2b3c4d5e6f, recorded 0f9e8d7c6b5a"
+    record: str          # the record of the job that must run again (an output of that job)
+    rule: str
+    wildcards: dict = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def job(self) -> str:
+        """'generate[condition=B]', as the gate's tables name a job."""
+        tag = ",".join(f"{k}={v}" for k, v in sorted(self.wildcards.items()))
+        return (self.rule or "?") + (f"[{tag}]" if tag else "")
+
+    @property
+    def why(self) -> str:
+        return f"{self.path} {self.kind}" + (f": {self.detail}" if self.detail else "")
+
+
+class HashCache:
+    """sha256 by (path, size, mtime_ns, inode); a changed key, or a file gone, drops the entry."""
+
+    def __init__(self, file: str | Path | None):
+        """`file`: the cache's JSON file, or None for no cache (every file is read)."""
+        self.file = None if file is None else Path(file)
+        self.entries: dict[str, dict] = {}
+        self.hashed = 0          # files read this check (the rest came from the cache)
+        self._changed = False
+        if self.file is None:
+            return
+        try:
+            data = io.read_json(self.file)
+        except (OSError, ValueError):
+            return               # no cache, or a broken one: a cache is only ever a shortcut
+        if isinstance(data, dict) and data.get("schema") == HASH_SCHEMA and isinstance(data.get("files"), dict):
+            self.entries = {k: v for k, v in data["files"].items() if isinstance(v, dict)}
+
+    def sha256(self, key: str, file: Path, st: os.stat_result) -> str:
+        want = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+        entry = self.entries.get(key)
+        if entry is not None and all(entry.get(k) == v for k, v in want.items()) and "sha256" in entry:
+            return entry["sha256"]
+        digest = sha256_file(file)
+        self.hashed += 1
+        self.entries[key] = {**want, "sha256": digest}
+        self._changed = True
+        return digest
+
+    def forget(self, key: str) -> None:
+        if self.entries.pop(key, None) is not None:
+            self._changed = True
+
+    def save(self) -> None:
+        if self._changed and self.file is not None:
+            io.write_json(self.file, {"schema": HASH_SCHEMA, "files": self.entries})
+            self._changed = False
+
+
+def _wanted(record: Record, paths: set[str]) -> bool:
+    """Does the requested DAG use this record's job? (a path may be a directory output)"""
+    if norm(record.path) in paths:
+        return True
+    for entry in record.entries("outputs"):
+        out = Path(norm(entry["path"]))
+        if str(out) in paths or any(str(parent) in paths for parent in out.parents):
+            return True
+    return False
+
+
+def _depths(index: records.ProvenanceIndex) -> dict[str, tuple[int, str]]:
+    """Each record's distance from the sources (upstream jobs first, as a reader follows the run)."""
+    depth: dict[str, int] = {}
+
+    def of(record: Record, seen: frozenset) -> int:
+        if record.path not in depth:
+            ups = [up for e in record.entries("inputs") for up, _ in index.producers(e["path"])
+                   if up.path not in seen and up.path != record.path]
+            depth[record.path] = 1 + max((of(up, seen | {record.path}) for up in ups), default=-1)
+        return depth[record.path]
+    return {r.path: (of(r, frozenset()), r.path) for r in index.records}
+
+
+def check(
+    workdir: str | Path,
+    paths: Iterable[str] | None = None,
+    *,
+    use_cache: bool = True,
+    cache: HashCache | None = None,
+) -> list[Problem]:
+    """Every problem of every record under results/provenance (or, given `paths`, of the records
+    whose job makes one of those paths: files, directories or record files, relative to `workdir`).
+
+    `use_cache=False` reads every byte again and leaves the cache file alone; `cache` passes one in
+    (to count what was read: `cache.hashed`).
+    """
+    workdir = Path(workdir)
+    index = records.index(workdir)
+    wanted = None if paths is None else {norm(p) for p in paths}
+    if cache is None:
+        cache = HashCache(workdir / HASH_CACHE if use_cache else None)
+    problems: list[Problem] = []
+
+    def current(path: str) -> tuple[os.stat_result | None, str | None]:
+        """(stat, sha256) of `path` now; (None, None) when it is not a file."""
+        file = workdir / path
+        try:
+            st = file.stat()
+        except OSError:
+            cache.forget(path)
+            return None, None
+        if not file.is_file():
+            return None, None
+        return st, cache.sha256(path, file, st)
+
+    for unreadable in index.unreadable:
+        if wanted is None or norm(unreadable) in wanted:
+            problems.append(Problem(unreadable, "unreadable record", "not a JSON object", unreadable,
+                                    Path(unreadable).parent.name))
+    order = _depths(index)
+    for record in sorted(index.records, key=lambda r: order[r.path]):
+        if wanted is not None and not _wanted(record, wanted):
+            continue
+
+        def problem(path: str, kind: str, detail: str = "") -> None:
+            problems.append(Problem(path, kind, detail, record.path, record.rule,
+                                    dict(record.data.get("wildcards") or {})))
+        for entry in record.entries("outputs"):
+            path, size, sha = norm(entry["path"]), entry.get("bytes"), entry.get("sha256")
+            file = workdir / path
+            try:
+                st = file.stat()
+            except OSError:
+                cache.forget(path)
+                problem(path, "missing")
+                continue
+            if isinstance(size, int) and st.st_size != size:
+                # a size that differs is enough: no need to read the bytes
+                kind = "truncated" if st.st_size < size else "edited"
+                problem(path, kind, f"{st.st_size} of {size} bytes" if kind == "truncated"
+                        else f"{st.st_size} bytes, recorded {size}")
+                continue
+            now = cache.sha256(path, file, st) if file.is_file() else None
+            if now != sha and index.producer(path, now) is None:
+                problem(path, "edited", f"sha256 {str(now)[:12]}, recorded {str(sha)[:12]}")
+        for entry in record.entries("inputs"):
+            path, sha = norm(entry["path"]), entry.get("sha256")
+            if not index.producers(path):
+                continue         # a file no job made (a source, a user's checkpoint): not ours to judge
+            st, now = current(path)
+            if st is None:
+                problem(path, "input gone")
+            elif now != sha:
+                problem(path, "input changed", f"sha256 {now[:12]}, the job read {str(sha)[:12]}")
+    cache.save()
+    return problems
+
+
+def describe(problems: list[Problem], *, shown: int = 3) -> str:
+    """One line per job to run again, with why (cf. `dvc status`); '' when nothing is wrong."""
+    by_record: dict[str, list[Problem]] = {}
+    for p in problems:
+        by_record.setdefault(p.record, []).append(p)
+    lines = []
+    for record, found in by_record.items():
+        found = sorted(found, key=lambda p: (KINDS.index(p.kind), p.path))
+        more = f"; +{len(found) - shown} more" if len(found) > shown else ""
+        lines.append(f"{found[0].job} must run again ({record}): "
+                     + "; ".join(p.why for p in found[:shown]) + more)
+    return "\n".join(lines)

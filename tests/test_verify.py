@@ -1,0 +1,182 @@
+"""The output check before a run (fourloops.verify): files on disk against their provenance records.
+
+Small tests write real records with fourloops.provenance.build_record; the rest damage a copy of the
+session's finished smoke workdir the ways issue 9 found (truncated, edited, deleted, a killed generate).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fourloops import io, provenance, verify
+
+
+def job(root: Path, rule: str, name: str, inputs: list[str], outputs: dict[str, bytes], wildcards=None) -> str:
+    """Write `outputs`, then the record the job would write (run from the working directory)."""
+    for path, data in outputs.items():
+        io.write_bytes(root / path, data)
+    record = provenance.build_record(rule=rule, wildcards=wildcards or {}, params={}, inputs=inputs,
+                                     outputs=list(outputs), started=dt.datetime.now(dt.timezone.utc),
+                                     wall_seconds=0.0, fields={"model_set": "smoke"})
+    path = f"results/provenance/{rule}/{name}.json"
+    io.write_json(root / path, record)
+    return path
+
+
+@pytest.fixture
+def chain(tmp_path, monkeypatch):
+    """source.txt (no job made it) -> make -> a.txt, b.txt -> use -> c.txt"""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "source.txt").write_text("a source\n")
+    job(tmp_path, "make", "make", ["source.txt"], {"results/a.txt": b"alpha\n", "results/b.txt": b"beta\n"})
+    job(tmp_path, "use", "x", ["results/a.txt"], {"results/c.txt": b"gamma\n"}, wildcards={"tag": "x"})
+    return tmp_path
+
+
+def kinds(problems) -> set[tuple[str, str, str]]:
+    return {(p.record, p.path, p.kind) for p in problems}
+
+
+def test_intact_records_have_no_problem_and_describe_says_nothing(chain):
+    assert verify.check(chain) == []
+    assert verify.describe([]) == ""
+
+
+def test_an_output_grown_or_edited_at_the_same_size_is_edited(chain):
+    (chain / "results/b.txt").write_bytes(b"beta, and more\n")
+    (chain / "results/c.txt").write_bytes(b"GAMMA\n")
+    problems = verify.check(chain)
+    assert kinds(problems) == {("results/provenance/make/make.json", "results/b.txt", "edited"),
+                               ("results/provenance/use/x.json", "results/c.txt", "edited")}
+    grown = next(p for p in problems if p.path == "results/b.txt")
+    assert grown.detail == "15 bytes, recorded 5"
+
+
+def test_a_source_no_job_made_is_not_judged_but_a_made_input_is(chain):
+    (chain / "source.txt").write_text("another source\n")      # Snakemake's own mtime check covers it
+    assert verify.check(chain) == []
+    os.remove(chain / "results/a.txt")
+    problems = verify.check(chain)
+    assert kinds(problems) == {("results/provenance/make/make.json", "results/a.txt", "missing"),
+                               ("results/provenance/use/x.json", "results/a.txt", "input gone")}
+    assert [p.job for p in problems] == ["make", "use[tag=x]"]              # upstream first
+
+
+def test_the_warm_cache_reads_no_bytes_and_an_edit_is_read_again(chain, monkeypatch):
+    reads = []
+    monkeypatch.setattr(verify, "sha256_file", lambda path: reads.append(str(path)) or io.sha256_file(path))
+    assert verify.check(chain) == []
+    assert len(reads) == 3                                     # a.txt, b.txt, c.txt, each once
+    cached = json.loads((chain / verify.HASH_CACHE).read_text())
+    assert set(cached["files"]) == {"results/a.txt", "results/b.txt", "results/c.txt"}
+    reads.clear()
+    assert verify.check(chain) == []
+    assert reads == []
+    (chain / "results/c.txt").write_bytes(b"GAMMA\n")          # same size, new mtime
+    assert kinds(verify.check(chain)) == {("results/provenance/use/x.json", "results/c.txt", "edited")}
+    assert reads == [str(chain / "results/c.txt")]
+    reads.clear()
+    assert len(verify.check(chain, use_cache=False)) == 1 and len(reads) == 3
+
+
+def test_a_broken_hash_cache_is_ignored_and_rewritten(chain):
+    (chain / ".snakemake").mkdir()
+    (chain / verify.HASH_CACHE).write_text("{not json")
+    cache = verify.HashCache(chain / verify.HASH_CACHE)
+    assert verify.check(chain, cache=cache) == [] and cache.hashed == 3
+    assert json.loads((chain / verify.HASH_CACHE).read_text())["schema"] == verify.HASH_SCHEMA
+
+
+def test_an_unreadable_record_is_named(chain):
+    (chain / "results/provenance/use/x.json").write_text('{"rule": "use", "outputs": [')
+    problems = verify.check(chain)
+    assert kinds(problems) == {("results/provenance/use/x.json", "results/provenance/use/x.json",
+                                "unreadable record")}
+    assert problems[0].rule == "use"
+
+
+def test_paths_limit_the_check_to_the_jobs_that_make_them(chain):
+    os.remove(chain / "results/c.txt")
+    assert verify.check(chain, ["results/a.txt"]) == []
+    assert verify.check(chain, ["results"]) != []                           # a directory output
+    assert kinds(verify.check(chain, ["results/provenance/use/x.json"])) == {
+        ("results/provenance/use/x.json", "results/c.txt", "missing")}
+
+
+# --------------------------------------------------------------------------- the smoke workdir
+def test_the_finished_smoke_run_has_no_problem(built_copy):
+    assert verify.check(built_copy) == []
+
+
+def test_a_truncated_render_names_the_render_and_every_job_that_read_it(built_copy):
+    png = built_copy / "results/render/az000.png"
+    size = png.stat().st_size
+    os.truncate(png, 100)
+    problems = verify.check(built_copy)
+    own = [p for p in problems if p.path == "results/render/az000.png" and p.kind == "truncated"]
+    assert [(p.record, p.detail) for p in own] == [("results/provenance/render/render.json", f"100 of {size} bytes")]
+    readers = {p.record for p in problems if p.kind == "input changed"}
+    assert readers == {"results/provenance/keypoints/render.json", "results/provenance/generate/A.json",
+                       "results/provenance/generate/B.json", "results/provenance/generate/C.json"}
+    text = verify.describe(problems)
+    assert text.splitlines()[0] == (f"render must run again (results/provenance/render/render.json): "
+                                    f"results/render/az000.png truncated: 100 of {size} bytes")
+
+
+def test_a_keypoints_file_edited_at_the_same_size_is_edited(built_copy):
+    kp = built_copy / "results/keypoints/A/az090.json"
+    data = kp.read_bytes()
+    kp.write_bytes(data.replace(b"0.", b"1.", 1))
+    assert kp.stat().st_size == len(data)
+    problems = verify.check(built_copy)
+    assert kinds(problems) == {
+        ("results/provenance/keypoints/A.json", "results/keypoints/A/az090.json", "edited"),
+        ("results/provenance/fit/A.json", "results/keypoints/A/az090.json", "input changed")}
+
+
+def test_a_deleted_view_is_missing_and_its_keypoints_job_read_bytes_that_are_gone(built_copy):
+    os.remove(built_copy / "results/generate/B/az090.png")
+    assert kinds(verify.check(built_copy)) == {
+        ("results/provenance/generate/B.json", "results/generate/B/az090.png", "missing"),
+        ("results/provenance/keypoints/B.json", "results/generate/B/az090.png", "input gone")}
+
+
+def test_a_deleted_views_json_names_the_ladder(built_copy):
+    os.remove(built_copy / "results/generate/B/views.json")
+    problems = verify.check(built_copy)
+    assert kinds(problems) == {
+        ("results/provenance/generate/B.json", "results/generate/B/views.json", "missing"),
+        ("results/provenance/keypoints/B.json", "results/generate/B/views.json", "input gone"),
+        ("results/provenance/ladder/ladder.json", "results/generate/B/views.json", "input gone")}
+    assert "ladder must run again (results/provenance/ladder/ladder.json): results/generate/B/views.json input gone" \
+        in verify.describe(problems).splitlines()
+
+
+def test_a_killed_forcerun_generate_leaves_the_jobs_that_read_its_views_named(built_copy):
+    """What a SIGKILLed `--forcerun generate` leaves: the folder holds only the partial generation."""
+    views = built_copy / "results/generate/B"
+    shutil.rmtree(views)
+    (views / ".views-partial-k1ll3d").mkdir(parents=True)
+    (views / ".views-partial-k1ll3d" / "az000.png").write_bytes(b"half a png")
+    problems = verify.check(built_copy)
+    assert {p.job for p in problems} == {"generate[condition=B]", "keypoints_generated[kpset=B]", "ladder"}
+    assert {p.kind for p in problems if p.job == "generate[condition=B]"} == {"missing"}
+    lines = verify.describe(problems).splitlines()
+    assert [ln.split(" must run again")[0] for ln in lines] == \
+        ["generate[condition=B]", "keypoints_generated[kpset=B]", "ladder"]
+    assert lines[0].endswith("; +6 more")                      # 8 views and views.json, 3 shown
+
+
+def test_a_warm_check_of_the_smoke_workdir_reads_no_bytes(built_copy):
+    cold = verify.HashCache(built_copy / verify.HASH_CACHE)
+    assert verify.check(built_copy, cache=cold) == []
+    files = {e["path"] for r in verify.records.index(built_copy).records for e in r.entries("outputs")}
+    assert cold.hashed == len(files)
+    warm = verify.HashCache(built_copy / verify.HASH_CACHE)
+    assert verify.check(built_copy, cache=warm) == [] and warm.hashed == 0
