@@ -24,6 +24,9 @@ except ConfigError as err:
 # Jobs read the top-level invocation from here for their provenance (secrets redacted).
 os.environ.setdefault("FOURLOOPS_INVOCATION", provenance.redact(" ".join(sys.argv)))
 os.environ.setdefault("FOURLOOPS_REPO", str(workflow.basedir))
+# Jobs watch this Snakemake's pid and end when it dies (fourloops.lifeline); each Snakemake that
+# parses the workflow starts its own jobs, so it is set, not defaulted.
+os.environ["FOURLOOPS_SNAKEMAKE_PID"] = str(os.getpid())
 
 SMOKE = config["model_set"] == "smoke"
 CONDITIONS = list(config["conditions"])
