@@ -328,6 +328,36 @@ if MODEL_SET_MARKER.exists() and MODEL_SET_MARKER.read_text().strip() != config[
     )
 
 
+# A failed rerun keeps the last good outputs of these rules (fourloops.keep): stashed in onstart,
+# settled in onsuccess/onerror; a stash left by a killed Snakemake is settled here, before the DAG.
+from fourloops import keep
+
+KEEP_RULES = {"generate"}
+keep.recover(Path.cwd())
+
+
+def keep_files(job):
+    """A job's outputs, with Snakemake's metadata record and incomplete marker of each (file backend)."""
+    p = workflow.persistence
+    outputs = [str(f) for f in job.output]
+    if not hasattr(p, "_record_path"):  # the database backend keeps its records elsewhere
+        return keep.JobFiles(outputs)
+    return keep.JobFiles(
+        outputs,
+        records=[p._record_path(p._metadata_path, f) for f in outputs],
+        markers=[p._record_path(p._incomplete_path, f) for f in outputs],
+    )
+
+
+onsuccess:
+    keep.settle(Path.cwd())
+
+
+onerror:
+    for path in keep.settle(Path.cwd()):
+        print(f"kept the last good {path} (its new generation failed)", file=sys.stderr)
+
+
 onstart:
     MODEL_SET_MARKER.write_text(config["model_set"] + "\n")
     # Walls first (seconds, no torch): refuse what cannot fit on the target machine before any job.
@@ -350,3 +380,4 @@ onstart:
         missing = preflight.problems(pending)
         if missing:
             raise WorkflowError(preflight.report(missing))
+    keep.stash(Path.cwd(), [keep_files(j) for j in workflow.dag.needrun_jobs() if j.rule.name in KEEP_RULES])

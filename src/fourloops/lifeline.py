@@ -1,13 +1,13 @@
 """No orphans: a job process ends when the Snakemake that started it dies.
 
-Snakemake 9's local executor runs a `script:` job from a worker thread as
-`Popen("set -euo pipefail; python <script>", shell=True)`, so the tree is
-snakemake -> bash -c -> python. The job's parent is that bash, which outlives a SIGKILLed
-Snakemake (it just waits on its child), so a parent-death signal alone never fires. Instead the
-workflow exports its own pid at parse time (ENV_VAR) and the job watches that pid through a pidfd
-(poll wakes the moment the process exits; no polling interval); when it goes, the job kills its own
-descendants and then itself with SIGKILL, which also drops any CUDA context and so frees the card.
-A parent-death signal is set as well, for the case where the intermediate bash itself is killed.
+Snakemake 9.27's local executor runs a `script:` job from a worker thread as
+`Popen("set -euo pipefail; python <script>", shell=True)`; bash 5.2 execs the last command, so the
+job's parent is that Snakemake thread (measured: tests/test_lifeline.py). A parent-death signal
+(prctl PR_SET_PDEATHSIG) then fires when Snakemake dies. Where something stays between them (an older
+bash, another shell, a wrapper), the parent outlives a SIGKILLed Snakemake and that signal never
+comes; so the job also watches the Snakemake pid the workflow exports at parse time (ENV_VAR) through
+a pidfd (poll wakes the moment the process exits), and then kills its own descendants and itself
+with SIGKILL, which drops any CUDA context and so frees the card.
 
 A killed job leaves only hidden temporaries (fourloops.io writes by rename), never a complete-looking
 output.
