@@ -41,6 +41,8 @@ with tempfile.TemporaryDirectory(prefix="fourloops-schema-") as _tmp:
 # Jobs read the top-level invocation from here for their provenance (secrets redacted).
 os.environ.setdefault("FOURLOOPS_INVOCATION", provenance.redact(" ".join(sys.argv)))
 os.environ.setdefault("FOURLOOPS_REPO", str(workflow.basedir))
+# Every job ends when the Snakemake that parsed this dies (fourloops.lifeline watches this pid).
+os.environ["FOURLOOPS_SNAKEMAKE_PID"] = str(os.getpid())
 
 SMOKE = config["model_set"] == "smoke"
 CONDITIONS = list(config["conditions"])
@@ -73,8 +75,10 @@ except ValueError as err:  # ConfigError, MachinesError: the message names file,
     raise WorkflowError(str(err)) from None
 ASKS = FOURLOOPS.resources()
 LINEAGE = FOURLOOPS.lineage_param()
-# Before the DAG is built, outputs are checked against their provenance records (a corrupted one reruns).
+# Before the DAG is built, outputs are checked against their provenance records (a corrupted one reruns),
+# and a stash of last good outputs left by a killed run is settled (fourloops.keep).
 FOURLOOPS.check_outputs_before_the_dag()
+FOURLOOPS.recover_last_good()
 
 
 def generator_settings():

@@ -46,14 +46,15 @@ def plan(args) -> int:
 
 # ---------------------------------------------------------------------------------------- guard
 def _guard_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--limit-gib", type=float, default=2.0)
-    p.add_argument("--device", type=int, default=0)
+    from fourloops import guard as guardmod
+
+    guardmod.add_arguments(p)
 
 
 def guard(args) -> int:
     from fourloops import guard as guardmod
 
-    return guardmod.main(["--limit-gib", str(args.limit_gib), "--device", str(args.device)])
+    return guardmod.run(args.limit_gib, args.device)
 
 
 # ----------------------------------------------------------------------------------------- probe

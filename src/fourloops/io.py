@@ -11,9 +11,24 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it (/proc/self/status; Linux 4.7+)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)  # no /proc: the only other way is to set it and put it back
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success rename it over `path`, on failure remove it."""
+    """Yield a temporary path beside `path`; on success rename it over `path`, on failure remove it.
+    The result has the mode a plain open() would give it (0666 less the umask), not mkstemp's 0600."""
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
@@ -23,6 +38,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
+            os.fchmod(fh.fileno(), 0o666 & ~current_umask())
         os.replace(tmp_path, final)
     finally:
         if tmp_path.exists():

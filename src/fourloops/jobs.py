@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Iterator
 
-from fourloops import provenance
+from fourloops import lifeline, provenance
 from fourloops.io import write_json
 
 
@@ -40,7 +40,7 @@ class JobContext:
 
 @contextlib.contextmanager
 def job(smk) -> Iterator[JobContext]:
-    """Run a script job: log to its log file, pin torch threads, write its provenance on success."""
+    """Run a script job: log to its log file, pin torch threads, end with its Snakemake, write its provenance on success."""
     threads = max(1, int(getattr(smk, "threads", 1) or 1))
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
@@ -65,6 +65,8 @@ def job(smk) -> Iterator[JobContext]:
     if "model_set" in smk.params.keys():
         ctx.record(model_set=smk.params.model_set)
     logging.getLogger("fourloops").info("rule %s wildcards %s", smk.rule, dict(smk.wildcards.items()))
+    # No orphans: the job ends when the Snakemake that started it dies (and frees the card).
+    lifeline.hold()
     yield ctx
     outputs = [f for name, f in smk.output.items() if name != "provenance"]
     record = provenance.build_record(

@@ -255,6 +255,44 @@ class Workflow:
             if missing:
                 raise WorkflowError(preflight.report(missing))
         MODEL_SET_MARKER.write_text(self.config["model_set"] + "\n")
+        self.stash_last_good(dag)
+
+    # ------------------------------------------------------------------- the last good outputs (keep)
+    def _keep_files(self, job):
+        from fourloops import keep
+
+        outputs = [str(f) for f in job.output]
+        p = self.wf.persistence
+        if not hasattr(p, "_record_path"):  # the database backend keeps its records elsewhere
+            return keep.JobFiles(outputs)
+        return keep.JobFiles(
+            outputs,
+            records=[p._record_path(p._metadata_path, f) for f in outputs],
+            markers=[p._record_path(p._incomplete_path, f) for f in outputs],
+        )
+
+    def stash_last_good(self, dag) -> None:
+        """Hard-link the outputs of pending jobs whose stage keeps its last good outputs (money was spent)."""
+        from fourloops import keep
+
+        jobs = [j for j in dag.needrun_jobs() if j.rule.output and self.stage(j.rule.name).keep_last_good]
+        keep.stash(Path.cwd(), [self._keep_files(j) for j in jobs])
+
+    def settle_last_good(self) -> None:
+        """After the run: a job that failed gets its previous outputs back; the stash is dropped."""
+        import sys
+
+        from fourloops import keep
+
+        for path in keep.settle(Path.cwd()):
+            print(f"fourloops: kept the last good {path} (its new generation failed)", file=sys.stderr)
+
+    def recover_last_good(self) -> None:
+        """A stash left by a Snakemake that was killed is settled before the DAG is built."""
+        from fourloops import keep
+
+        if getattr(self.wf, "exec_mode", None) is None or self.wf.exec_mode.name == "DEFAULT":
+            keep.recover(Path.cwd())
 
 
 def check_model_set(model_set: str, workdir: Path | None = None) -> None:

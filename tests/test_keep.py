@@ -1,0 +1,172 @@
+"""A failed rerun keeps the last good outputs (fourloops.keep): the library on plain files, then the
+smoke workflow's `generate` killed mid-rerun."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SNAKEMAKE, run_snakemake, snakemake_env
+from fourloops import keep
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def replace(path: Path, text: str) -> None:
+    """A new generation, written as the stages write: a new file renamed over the old."""
+    tmp = path.with_name("." + path.name + ".partial")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+@pytest.fixture
+def previous(tmp_path):
+    """One job's last good generation: two views, a manifest, Snakemake's record and marker of it."""
+    for name in ("az000.png", "az090.png", "views.json"):
+        write(tmp_path / "results/generate/B" / name, f"old {name}")
+    write(tmp_path / ".snakemake/metadata/rec", '{"params": "old"}')
+    job = keep.JobFiles(
+        outputs=[f"results/generate/B/{n}" for n in ("az000.png", "az090.png", "views.json")],
+        records=[str(tmp_path / ".snakemake/metadata/rec")],
+        markers=[".snakemake/incomplete/rec"],
+    )
+    return tmp_path, job
+
+
+def contents(root: Path, job: keep.JobFiles) -> dict:
+    return {p: (root / p).read_text() if (root / p).exists() else None for p in job.outputs}
+
+
+def test_a_failed_job_gets_its_previous_generation_back(previous):
+    root, job = previous
+    before = contents(root, job)
+    assert keep.stash(root, [job]) == [job]
+    for p in job.outputs:  # Snakemake's prepare
+        (root / p).unlink()
+    replace(root / job.outputs[0], "new, then the job died")
+    write(root / ".snakemake/metadata/rec", '{"params": "new"}')  # rewritten in place by finished()
+    write(root / ".snakemake/incomplete/rec", "{}")
+    assert sorted(keep.settle(root)) == sorted(job.outputs)
+    assert contents(root, job) == before
+    assert (root / ".snakemake/metadata/rec").read_text() == '{"params": "old"}'
+    assert not (root / ".snakemake/incomplete/rec").exists()
+    assert not keep.stash_dir(root).exists()
+
+
+def test_a_complete_new_generation_replaces_the_old(previous):
+    root, job = previous
+    keep.stash(root, [job])
+    for p in job.outputs:
+        (root / p).unlink()
+        replace(root / p, "new")
+    write(root / ".snakemake/metadata/rec", '{"params": "new"}')
+    assert keep.settle(root) == []
+    assert set(contents(root, job).values()) == {"new"}
+    assert (root / ".snakemake/metadata/rec").read_text() == '{"params": "new"}'
+    assert not keep.stash_dir(root).exists()
+
+
+def test_a_job_that_never_ran_is_left_as_it_is(previous):
+    root, job = previous
+    before = contents(root, job)
+    keep.stash(root, [job])
+    assert keep.settle(root) == []
+    assert contents(root, job) == before
+
+
+def test_stashing_links_and_copies_no_bytes_of_outputs(previous):
+    root, job = previous
+    keep.stash(root, [job])
+    kept = keep.stash_dir(root) / "0" / "outputs" / job.outputs[0]
+    assert os.stat(kept).st_ino == os.stat(root / job.outputs[0]).st_ino
+    record = keep.stash_dir(root) / "0" / "records" / ".snakemake/metadata/rec"
+    assert os.stat(record).st_ino != os.stat(root / ".snakemake/metadata/rec").st_ino
+
+
+def test_an_incomplete_previous_generation_is_not_kept(previous):
+    root, job = previous
+    (root / job.outputs[1]).unlink()
+    assert keep.stash(root, [job]) == []
+    assert not keep.stash_dir(root).exists()
+
+
+def test_a_dead_runs_stash_is_recovered_and_a_live_ones_is_not(previous):
+    root, job = previous
+    before = contents(root, job)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    keep.stash(root, [job], owner_pid=dead.pid)
+    for p in job.outputs:
+        (root / p).unlink()
+    assert sorted(keep.recover(root)) == sorted(job.outputs)
+    assert contents(root, job) == before
+
+    keep.stash(root, [job])  # owned by this (live) process
+    for p in job.outputs:
+        (root / p).unlink()
+    assert keep.recover(root) == []
+    assert contents(root, job) == dict.fromkeys(job.outputs)
+    with pytest.raises(RuntimeError, match=f"running Snakemake \\(pid {os.getpid()}\\)"):
+        keep.stash(root, [job])
+    keep.settle(root)
+    assert contents(root, job) == before
+
+
+def test_a_path_outside_the_working_directory_is_refused_and_nothing_is_stashed(previous, tmp_path_factory):
+    root, job = previous
+    outside = write(tmp_path_factory.mktemp("elsewhere") / "x.png", "x")
+    with pytest.raises(ValueError, match=f"'{outside}' is outside the working directory"):
+        keep.stash(root, [keep.JobFiles(outputs=[str(outside)])])
+    assert not keep.stash_dir(root).exists()
+
+
+# --------------------------------------------------------------------------------- end to end
+GENERATE_B = ["results/generate/B/az000.png", "results/generate/B/az315.png", "results/generate/B/views.json",
+              "results/provenance/generate/B.json"]
+
+
+def digests(work: Path, paths) -> dict:
+    return {p: hashlib.sha256((work / p).read_bytes()).hexdigest() if (work / p).exists() else None for p in paths}
+
+
+def test_a_killed_rerun_of_generate_keeps_the_last_good_views_and_a_later_run_replaces_them(built_copy):
+    work = built_copy
+    paths = sorted({str(p.relative_to(work)) for p in (work / "results/generate/B").iterdir()}
+                   | {"results/provenance/generate/B.json"})
+    assert set(GENERATE_B) <= set(paths)
+    before = digests(work, paths)
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
+           "--directory", str(work), "--forcerun", "generate", "--", "results/generate/B/views.json"]
+    proc = subprocess.Popen(cmd, cwd=work, env=snakemake_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    out_dir = work / "results/generate/B"
+    deadline = time.monotonic() + 120
+    while not (staged := list(out_dir.glob(".views-partial-*"))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert staged, "generate never started"
+    assert not (out_dir / "views.json").exists()  # Snakemake deleted the previous generation before the job
+    os.kill(int(staged[0].name.removeprefix(".views-partial-")), signal.SIGKILL)  # the job's own process
+    log, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, log
+    assert "kept the last good results/generate/B/views.json" in log
+    assert digests(work, paths) == before
+    assert not (work / keep.STASH).exists()
+    # The kept generation is the built one: nothing left to do for the ladder.
+    dry = run_snakemake(work, "-n", "results/ladder.csv")
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
+
+    old_record = (work / "results/provenance/generate/B.json").read_text()
+    run_snakemake(work, "--forcerun", "generate", "--", "results/generate/B/views.json")
+    assert (work / "results/provenance/generate/B.json").read_text() != old_record
+    assert all(digests(work, GENERATE_B).values())
+    assert not (work / keep.STASH).exists()
