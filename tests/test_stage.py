@@ -3,8 +3,10 @@ wall check, the preflight, the plan and lineage all see with no other file edite
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -152,17 +154,52 @@ def add_toy(repo: Path) -> Path:
     return toy
 
 
+@contextlib.contextmanager
+def edited(path: Path, append: str):
+    """`path` with a line appended, restored afterwards (the module-scoped copy serves several tests)."""
+    text = path.read_text()
+    path.write_text(text + append)
+    try:
+        yield
+    finally:
+        path.write_text(text)
+
+
 def test_a_changed_module_marks_exactly_the_jobs_whose_code_imports_it(repo_copy, built_copy):
     assert "Nothing to be done" in (smk(repo_copy, built_copy, "-n", "results/ladder.csv")).stdout
-    cli = repo_copy / "src" / "fourloops" / "cli.py"  # imported by no stage
-    cli.write_text(cli.read_text() + "\n# an edit no stage runs\n")
-    proc = smk(repo_copy, built_copy, "-n", "results/ladder.csv")
-    assert "Nothing to be done" in proc.stdout, proc.stdout[-2000:]
-    ladder = repo_copy / "src" / "fourloops" / "ladder.py"  # imported only by the ladder stage
-    ladder.write_text(ladder.read_text() + "\n# an edit only the ladder runs\n")
-    proc = smk(repo_copy, built_copy, "-n", "results/ladder.csv")
-    assert planned(proc) == ["ladder"], proc.stdout[-3000:]
-    assert "params have changed" in proc.stdout
+    with edited(repo_copy / "src" / "fourloops" / "cli.py", "\n# an edit no stage runs\n"):
+        proc = smk(repo_copy, built_copy, "-n", "results/ladder.csv")
+        assert "Nothing to be done" in proc.stdout, proc.stdout[-2000:]
+    with edited(repo_copy / "src" / "fourloops" / "ladder.py", "\n# an edit only the ladder runs\n"):
+        proc = smk(repo_copy, built_copy, "-n", "results/ladder.csv")
+        assert planned(proc) == ["ladder"], proc.stdout[-3000:]
+        assert "params have changed" in proc.stdout.lower()
+
+
+# ------------------------------------------------------------------------- staleness follows the bytes
+def test_a_machine_setting_marks_nothing_stale(repo_copy, built_copy):
+    """The busy-card guard's limit is where a job runs, not what it makes: 2 -> 3 GiB rebuilds nothing."""
+    machines = repo_copy / "config" / "machines.yaml"
+    text = machines.read_text()
+    assert "busy_card_limit_gib: 2.0" in text
+    try:
+        machines.write_text(text.replace("busy_card_limit_gib: 2.0", "busy_card_limit_gib: 3.0"))
+        proc = smk(repo_copy, built_copy, "-n", "results/ladder.csv")
+        assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+    finally:
+        machines.write_text(text)
+
+
+def test_a_smoke_setting_marks_only_the_jobs_that_use_it(built_copy, tmp_path):
+    steps = tmp_path / "steps.yaml"
+    steps.write_text("smoke:\n  generator_steps: 3\n")
+    proc = smk(REPO, built_copy, f"--configfile={steps}", "-n", "results/ladder.csv")
+    got = planned(proc)
+    # the three generate jobs and what reads them; never the renders, their keypoints, or the floors
+    assert got == sorted(["generate"] * 3 + ["keypoints_generated"] * 3 + ["fit"] * 3 + ["ladder"]), got
+    wildcards = set(re.findall(r"^\s+wildcards: (.*)$", proc.stdout, re.M))
+    assert wildcards == {"condition=A", "condition=B", "condition=C", "kpset=A", "kpset=B", "kpset=C",
+                         "source=A", "source=B", "source=C"}, wildcards
 
 
 def test_a_new_stage_is_seen_by_walls_preflight_plan_and_lineage(repo_copy, built_copy, tmp_path):

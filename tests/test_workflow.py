@@ -200,10 +200,17 @@ def _wait_for_first_staged_view(gen_dir: Path, timeout: float = 120.0) -> Path:
     raise AssertionError(f"no staged view appeared under {gen_dir} in {timeout} s")
 
 
-def _assert_not_complete(workdir: Path, condition: str, override: Path):
+def _snapshot(workdir: Path, condition: str) -> dict:
     gen_dir = workdir / "results" / "generate" / condition
-    assert not (gen_dir / "views.json").exists()
-    assert not list(gen_dir.glob("az*.png")), "a complete-looking view survived the kill"
+    files = sorted(gen_dir.glob("az*.png")) + [gen_dir / "views.json",
+                                               workdir / "results" / "provenance" / "generate" / f"{condition}.json"]
+    return {str(f.relative_to(workdir)): f.read_bytes() for f in files}
+
+
+def _assert_last_good_kept(workdir: Path, condition: str, override: Path, before: dict):
+    """The killed generation left nothing of its own that looks complete: the previous generation is back,
+    byte for byte with its own record, and Snakemake still knows it is stale for the new prompt."""
+    assert _snapshot(workdir, condition) == before, "the last good views were not kept byte for byte"
     proc = run_snakemake(workdir, "-n", f"--configfile={override}", "results/ladder.csv")
     jobs = planned_jobs(proc)
     assert ("generate", f"condition={condition}") in jobs
@@ -211,8 +218,9 @@ def _assert_not_complete(workdir: Path, condition: str, override: Path):
 
 
 @pytest.mark.parametrize("victim", ["job", "whole_run"])
-def test_killed_generate_leaves_nothing_that_looks_complete(built_copy, victim):
+def test_killed_generate_keeps_the_last_good_views(built_copy, victim):
     gen_dir = built_copy / "results" / "generate" / "B"
+    before = _snapshot(built_copy, "B")
     override = _changed_prompt_config(built_copy, "B")  # B's generate job is stale: the run regenerates it
     proc = _start_ladder(built_copy, override)
     try:
@@ -230,12 +238,13 @@ def test_killed_generate_leaves_nothing_that_looks_complete(built_copy, victim):
             os.killpg(proc.pid, signal.SIGKILL)
     if victim == "whole_run":
         # A SIGKILLed Snakemake leaves its directory lock; until `--unlock`, even a dry-run only says
-        # "Directory cannot be locked" (and then, misleadingly, "Nothing to be done").
+        # "Directory cannot be locked" (and then, misleadingly, "Nothing to be done"). The next parse
+        # (this one) settles the stash the killed run left.
         run_snakemake(built_copy, "--unlock")
-    _assert_not_complete(built_copy, "B", override)
-    # and a rerun completes
+    _assert_last_good_kept(built_copy, "B", override, before)
+    # and a rerun completes, replacing them
     run_snakemake(built_copy, f"--configfile={override}", "results/ladder.csv")
-    assert (gen_dir / "views.json").exists()
+    assert (gen_dir / "views.json").exists() and _snapshot(built_copy, "B") != before
     assert not list(gen_dir.glob(".views-partial-*"))
 
 

@@ -7,6 +7,8 @@ estimate. Every figure carries where it came from. No torch import here: the wor
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 import json
 import math
 from dataclasses import dataclass, field

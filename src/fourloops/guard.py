@@ -9,6 +9,8 @@ error. Refusing is cheaper than diagnosing that again. Reads NVML (nvidia-ml-py)
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 import argparse
 import math
 import os

@@ -8,6 +8,8 @@ decided once, in `placement`.
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -7,6 +7,8 @@ stops it just before scheduling, and reads the DAG: Snakemake's reasons, the job
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 import csv
 import json
 import os

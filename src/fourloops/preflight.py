@@ -5,6 +5,8 @@ A real run never falls back to the smoke models: what is missing is named, with 
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 import importlib.util
 import json
 import os

@@ -7,6 +7,8 @@ a run compares the files on disk with the sha256 they hold. All three read recor
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 import json
 import os
 from dataclasses import dataclass, field

@@ -7,9 +7,12 @@ param, the onstart wall check and preflight, and `fourloops plan` all go through
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +32,21 @@ def resource_value(resources, name: str, default=None):
         value = getattr(resources, name, default)
     value = getattr(value, "value", value)
     return getattr(value, "raw", value)
+
+
+def _calling_rule() -> str:
+    """The name of the Snakemake rule whose params function is being called (from the call stack)."""
+    from snakemake.rules import Rule
+
+    frame = sys._getframe(2)
+    for _ in range(16):
+        if frame is None:
+            break
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, Rule):
+            return candidate.name
+        frame = frame.f_back
+    raise RuntimeError("the lineage param was evaluated outside a Snakemake rule's params")
 
 
 def _digest(*parts) -> str:
@@ -87,12 +105,6 @@ class Workflow:
             self._producers[path] = sorted(found, key=lambda x: x[0])
         return self._producers[path]
 
-    def rule_of_output(self, output: str) -> tuple[str, dict]:
-        found = self.producers(str(output))
-        if not found:
-            raise LookupError(f"no rule makes {output}")
-        return found[0]
-
     # ------------------------------------------------------------------------------------- lineage
     def code(self, rulename: str) -> str:
         """Digest of the library code a rule's jobs run: its stage module's import closure and its script."""
@@ -116,11 +128,14 @@ class Workflow:
         return self._lineage[key]
 
     def lineage_param(self):
-        """The `lineage` params function of every rule with outputs."""
+        """The `lineage` params function every rule with outputs declares (`lineage=LINEAGE`).
 
-        def lineage_of(wildcards, output):
-            rulename, _ = self.rule_of_output(str(output[0]))
-            return self.lineage(rulename, dict(wildcards.items()))
+        It takes only `wildcards`: Snakemake treats a params function that takes `input` or `output` as
+        derived from files and leaves it out of its params trigger, which is the one thing lineage is for.
+        The rule is the one Snakemake is expanding the params of (the caller's frame)."""
+
+        def lineage_of(wildcards):
+            return self.lineage(_calling_rule(), dict(wildcards.items()))
 
         return lineage_of
 

@@ -10,6 +10,8 @@ adding a stage means adding its module, nothing else here.
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 import importlib
 import pkgutil
 from dataclasses import dataclass, field

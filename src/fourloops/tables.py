@@ -6,6 +6,8 @@ reasons are long); an optional rule line under the header.
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 from typing import Iterable, Sequence
 
 

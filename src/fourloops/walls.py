@@ -7,6 +7,8 @@ asked figure), plus where the job would fit. Snakemake silently caps a resource 
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 from dataclasses import dataclass, field
 
 from fourloops.asks import Ask

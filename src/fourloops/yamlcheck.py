@@ -8,6 +8,8 @@ and `integer` is an int (not 2.0, not 1e23 read as a float, not a bool).
 
 from __future__ import annotations
 
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
 import math
 import re
 from pathlib import Path
