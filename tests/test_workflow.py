@@ -307,3 +307,29 @@ def test_views_lost_to_a_killed_regenerate_are_rebuilt_not_ignored(built_copy):
     got = planned_jobs(proc)
     assert {r for r, _ in got} == {"generate", "keypoints_generated", "fit", "ladder"}, got
     assert ("generate", "condition=B") in got and not any(w in ("condition=A", "condition=C") for _, w in got)
+
+
+# ----------------------------------------------------------------------- clear words, nothing written
+@pytest.mark.parametrize("target,words", [
+    ("results/render/azXYZ.png", "allowed: one of 000, 045, 090, 135, 180, 225, 270, 315"),
+    ("results/generate/Q/views.json", "condition = 'Q' is not allowed for rule generate"),
+    ("results/fit/nope.json", "allowed: one of A, B, C, floor, floor_gt"),
+])
+def test_a_target_no_rule_makes_is_explained_with_what_is_allowed(tmp_path, target, words):
+    proc = run_snakemake(tmp_path, "-n", target, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and words in out and "Traceback" not in out, out[-2000:]
+    assert not (tmp_path / "results").exists()
+
+
+def test_weights_that_exist_but_are_no_checkpoint_stop_a_real_run_before_any_job(tmp_path):
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    work = tmp_path / "real"
+    work.mkdir()
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(work), "-c1",
+           "--config", "model_set=real", "machine=pod", f"keypoints={{weights: {passwd}}}", "--", "results/keypoints/render/az000.json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=snakemake_env(), cwd=work, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and f"weights {passwd} (rule keypoints): is not a torch checkpoint" in out, out[-3000:]
+    assert not (work / "results").exists() and not (work / ".fourloops-model-set").exists()

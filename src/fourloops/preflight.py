@@ -144,7 +144,7 @@ def checkpoint_problem(path: str | Path) -> str | None:
         return safetensors_problem(path)
     with open(path, "rb") as fh:
         magic = fh.read(4)
-    if magic[:2] == b"\x80\x02" or magic[:1] == b"\x80" and len(magic) > 1 and magic[1] <= 5:
+    if magic[:1] == b"\x80" and len(magic) > 1 and 2 <= magic[1] <= 5:
         return None  # a legacy torch.save pickle
     if magic != b"PK\x03\x04":
         return f"is not a torch checkpoint (starts with {magic!r}, expected a zip archive)"

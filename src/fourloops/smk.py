@@ -168,6 +168,57 @@ class Workflow:
             todo.extend(("", {"path": p}) for p in self.inputs(rulename, wc))
         return seen
 
+    def unknown_target(self, target: str) -> str | None:
+        """Why no rule makes `target`, when a rule's output pattern has its shape but a wildcard's value is
+        not allowed (Snakemake says only "No rule to produce"): the wildcard, the value, what is allowed."""
+        import re
+
+        from snakemake.io import WILDCARD_REGEX
+
+        if self.wf.is_rule(target) or self.producers(target) or os.path.exists(target):
+            return None
+        path = os.path.normpath(target)
+        constraints = dict(self.wf.wildcard_constraints)
+        for rule in self.wf.rules:
+            for pattern in rule.output:
+                text, regex, pos = str(pattern), "", 0
+                names = []
+                for m in WILDCARD_REGEX.finditer(text):
+                    regex += re.escape(text[pos:m.start()]) + f"(?P<{m.group('name')}>.+)"
+                    names.append((m.group("name"), m.group("constraint")))
+                    pos = m.end()
+                found = re.fullmatch(regex + re.escape(text[pos:]), path) if names else None
+                if not found:
+                    continue
+                rule_constraints = {**constraints, **dict(getattr(rule, "wildcard_constraints", None) or {})}
+                for name, inline in names:
+                    allowed = inline or rule_constraints.get(name)
+                    allowed = getattr(allowed, "pattern", allowed)
+                    value = found.group(name)
+                    if allowed and not re.fullmatch(str(allowed), value):
+                        shown = ", ".join(str(allowed).split("|")) if re.fullmatch(r"[\w|.-]+", str(allowed)) else allowed
+                        return (f"target {target}: no rule makes it: {name} = {value!r} is not allowed for rule "
+                                f"{rule.name} ({pattern}); allowed: one of {shown} (from the config)")
+        # outputs expanded from the config (render's az{az}.png): the siblings that share its prefix and suffix
+        best = None
+        for rule in self.wf.rules:
+            concrete = [str(o) for o in rule.output if not WILDCARD_REGEX.search(str(o))]
+            for out in concrete:
+                pre = os.path.commonprefix([out, path])
+                suf = os.path.commonprefix([out[len(pre):][::-1], path[len(pre):][::-1]])[::-1]
+                if "/" in path[len(pre):len(path) - len(suf)] or not pre or not suf:
+                    continue  # differs in more than one name
+                middles = sorted(o[len(pre):len(o) - len(suf)] for o in concrete
+                                 if o.startswith(pre) and o.endswith(suf) and len(o) > len(pre) + len(suf))
+                if len(middles) > 1 and (best is None or len(pre) + len(suf) > best[0]):
+                    best = (len(pre) + len(suf), rule.name, pre, suf, middles)
+        if best:
+            _, name, pre, suf, middles = best
+            value = path[len(pre):len(path) - len(suf)]
+            return (f"target {target}: no rule makes it: {value!r} in {pre}*{suf} is not one rule {name} makes; "
+                    f"allowed: one of {', '.join(middles)} (from the config)")
+        return None
+
     def check_outputs_before_the_dag(self) -> None:
         """Before Snakemake builds the DAG: every existing output the requested DAG uses is compared with the
         sha256 its provenance record holds (fourloops.verify); a missing, truncated or edited one, or a job
@@ -183,6 +234,11 @@ class Workflow:
             settings = wf.dag_settings
             if settings is not None:
                 targets = list(settings.targets) or ([wf.default_target] if wf.default_target else [])
+                unknown = [why for t in targets if (why := self.unknown_target(t))]
+                if unknown:
+                    from snakemake.exceptions import WorkflowError
+
+                    raise WorkflowError("\n".join(unknown) + "\nnothing was run or written.")
                 problems = verify.check(Path.cwd(), self.requested_paths(targets))
                 if problems:
                     import sys

@@ -1,0 +1,70 @@
+"""The preflight reads headers, never loads: a checkpoint or model directory is what it claims, or is named."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from fourloops.preflight import Need, check, checkpoint_problem, model_dir_problem
+
+
+def test_a_torch_checkpoint_passes(tmp_path):
+    path = tmp_path / "w.pth"
+    torch.save({"model": {"w": torch.zeros(2)}}, path)
+    assert checkpoint_problem(path) is None
+
+
+BAD_CHECKPOINTS = {
+    "missing": (None, "does not exist"),
+    "text": (b"root:x:0:0:root:/root:/bin/bash\n", "is not a torch checkpoint"),
+    "empty": (b"", "is not a torch checkpoint"),
+    "zip_without_pickle": ("zip", "without data.pkl"),
+    "truncated_zip": ("truncated", "damaged zip archive"),
+    "safetensors_truncated": ("st-truncated", "truncated"),
+    "safetensors_not_json": ("st-garbage", "header"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CHECKPOINTS, ids=list(BAD_CHECKPOINTS))
+def test_what_is_not_a_checkpoint_is_named(tmp_path, case):
+    content, words = BAD_CHECKPOINTS[case]
+    path = tmp_path / ("w.safetensors" if case.startswith("safetensors") else "w.pth")
+    if content == "zip":
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr("archive/other.txt", "x")
+    elif content == "truncated":
+        torch.save({"w": torch.zeros(1000)}, path)
+        path.write_bytes(path.read_bytes()[:200])
+    elif content == "st-truncated":
+        save_file({"w": torch.zeros(1000)}, str(path))
+        path.write_bytes(path.read_bytes()[:-100])
+    elif content == "st-garbage":
+        path.write_bytes((40).to_bytes(8, "little") + b"{not json" + b" " * 40)
+    elif content is not None:
+        path.write_bytes(content)
+    assert words in checkpoint_problem(path)
+
+
+def test_the_preflight_names_a_file_that_exists_but_is_no_checkpoint(tmp_path):
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    msg = check(Need("checkpoint", str(passwd), rule="keypoints"))
+    assert msg.startswith(f"weights {passwd} (rule keypoints): is not a torch checkpoint"), msg
+    assert "keypoints.weights" in msg
+
+
+def test_a_model_directory_is_checked_by_its_index_and_weight_headers(tmp_path):
+    assert "neither model_index.json" in model_dir_problem(tmp_path)
+    (tmp_path / "model_index.json").write_text(json.dumps({"transformer": ["diffusers", "X"], "_class_name": "P"}))
+    (tmp_path / "transformer").mkdir()
+    save_file({"w": torch.zeros(100)}, str(tmp_path / "transformer" / "model.safetensors"))
+    assert model_dir_problem(tmp_path) is None
+    weights = tmp_path / "transformer" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-8])
+    assert "transformer/model.safetensors: truncated" in model_dir_problem(tmp_path)
+    (tmp_path / "model_index.json").write_text("{")
+    assert "model_index.json is not JSON" in model_dir_problem(tmp_path)
