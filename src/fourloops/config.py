@@ -42,26 +42,27 @@ def loaded_configfiles(workflow) -> list[Path]:
     return directives + command_line
 
 
-def _get(data: Any, where: tuple) -> Any:
+_ABSENT = object()
+
+
+def _lookup(data: Any, where: tuple) -> Any:
     for part in where:
         if isinstance(data, Mapping) and part in data:
             data = data[part]
         elif isinstance(data, list) and isinstance(part, int) and part < len(data):
             data = data[part]
         else:
-            return None
+            return _ABSENT
     return data
 
 
+def _get(data: Any, where: tuple) -> Any:
+    value = _lookup(data, where)
+    return None if value is _ABSENT else value
+
+
 def _has(data: Any, where: tuple) -> bool:
-    for part in where:
-        if isinstance(data, Mapping) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and part < len(data):
-            data = data[part]
-        else:
-            return False
-    return True
+    return _lookup(data, where) is not _ABSENT
 
 
 def _empty_mappings(data: Any, where: tuple = ()) -> list[tuple]:
