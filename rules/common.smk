@@ -42,7 +42,7 @@ with tempfile.TemporaryDirectory(prefix="fourloops-schema-") as _tmp:
 os.environ.setdefault("FOURLOOPS_INVOCATION", provenance.redact(" ".join(sys.argv)))
 os.environ.setdefault("FOURLOOPS_REPO", str(workflow.basedir))
 # Every job ends when the Snakemake that parsed this dies (fourloops.lifeline watches this pid).
-os.environ["FOURLOOPS_SNAKEMAKE_PID"] = str(os.getpid())
+os.environ.update(FOURLOOPS_SNAKEMAKE_PID=str(os.getpid()))
 
 SMOKE = config["model_set"] == "smoke"
 CONDITIONS = list(config["conditions"])
@@ -67,7 +67,7 @@ wildcard_constraints:
 SMOKE_GENERATOR_DIR = "models/smoke/generator-{backend}"
 SMOKE_DETECTOR = "models/smoke/rfdetr-keypoint.pth"
 
-# fourloops' view of this workflow: every rule declares `resources: **ASKS` and `lineage=LINEAGE`.
+# fourloops' view of this workflow; the stage files use its ASKS (as resources) and LINEAGE (a param).
 smk.check_model_set(config["model_set"])
 try:  # models.yaml and machines.yaml are validated by their own schemas (config/*.schema.yaml)
     FOURLOOPS = smk.workflow_of(workflow, config)

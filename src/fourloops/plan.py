@@ -66,26 +66,27 @@ def build(workflow, machine_name: str) -> dict:
         by_output[str(j.output[0]) if len(j.output) else j.rule.name] = j
     rows: list[PlannedJob] = []
     totals: dict[str, dict] = {}
-    for ask, checks in verdict.checked:
-        job = by_output.get(ask.output)
+    for pending, checks in verdict.checked:
+        ask = pending.ask
+        job = by_output.get(pending.output)
         bench = str(job.benchmark) if job is not None and job.benchmark else None
         hist = benchmark_seconds(bench)
-        secs, src = (hist, f"benchmark history {bench}") if hist is not None else (ask.seconds, ask.seconds_source)
-        where = ask.profile if ask.profile in machines and "host" not in machines[ask.profile] else machine_name
-        if ask.profile == "container":
+        secs, src = (hist, f"benchmark history {bench}") if hist is not None else (ask.seconds.value, ask.seconds.source)
+        where = pending.profile if pending.profile in machines and "host" not in machines[pending.profile] else machine_name
+        if pending.profile == "container":
             where = machines["container"].get("host", machine_name)
         rate = float(machines[where].get("hourly_usd", 0.0)) if where in machines else 0.0
-        cost = secs / 3600.0 * rate if ask.profile == "pod" else 0.0
+        cost = secs / 3600.0 * rate if pending.profile == "pod" else 0.0
         refused = [asdict(r) for r in checks if not r.ok]
         rows.append(PlannedJob(
-            rule=ask.rule, output=ask.output, wildcards=ask.wildcards,
+            rule=pending.rule, output=pending.output, wildcards=pending.wildcards,
             reason=str(dag.reason(job)) if job is not None else "",
-            why=", ".join(sorted(dag.reason(job).get_names())) if job is not None else "", profile=ask.profile, machine=machine_name,
+            why=", ".join(sorted(dag.reason(job).get_names())) if job is not None else "", profile=pending.profile, machine=machine_name,
             verdict="fits" if not refused else "REFUSED: " + ", ".join(r["wall"] for r in refused),
-            refused_walls=refused, vram_gib=round(ask.vram_gib, 2), vram_source=ask.vram_source,
+            refused_walls=refused, vram_gib=round(ask.vram_mb / 1024.0, 2), vram_source=ask.vram.source,
             seconds=round(secs, 1), seconds_source=src, cost_usd=round(cost, 4),
         ))
-        t = totals.setdefault(ask.profile, {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
+        t = totals.setdefault(pending.profile, {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
         t["jobs"] += 1
         t["seconds"] += secs
         t["cost_usd"] += cost
