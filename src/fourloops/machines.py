@@ -112,3 +112,12 @@ def placement(executor: str | None, machines: dict) -> dict[str, str]:
 def remote_tags(executor: str | None, machines: dict) -> set[str]:
     """The profile tags whose jobs leave this machine under `executor`."""
     return set(placement(executor, machines))
+
+
+def resource_value(resources, name: str, default=None):
+    """A rule's or job's resource `name` as a plain value (Snakemake 9 wraps rule resources in
+    `Resource` objects whose value is `.raw`); `default` when absent."""
+    if resources is None:
+        return default
+    value = resources.get(name, default)
+    return getattr(value, "raw", value)
