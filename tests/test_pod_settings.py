@@ -158,3 +158,15 @@ def test_bad_flag_through_snakemake_is_one_line(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "Error: --runpod-poll-s = 0.0 is not allowed: expected a number of seconds > 0" in out, out
     assert "Traceback" not in out
+
+
+def test_resource_value_unwraps_rule_and_job_resources():
+    from snakemake.iocontainers import ResourceList
+    from snakemake.resources import Resources
+
+    rule = Resources.from_mapping({"profile": "pod", "vram_mb": 46000})
+    assert machines.resource_value(rule, "profile") == "pod" and machines.resource_value(rule, "vram_mb") == 46000
+    assert machines.resource_value(rule, "mem_mb", 7) == 7
+    job = ResourceList(fromdict={"profile": "desk"})
+    assert machines.resource_value(job, "profile") == "desk" and machines.resource_value(job, "gpu", 0) == 0
+    assert machines.resource_value(None, "profile", "desk") == "desk"

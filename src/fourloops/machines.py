@@ -8,6 +8,7 @@ decided once, in `placement`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,9 +116,9 @@ def remote_tags(executor: str | None, machines: dict) -> set[str]:
 
 
 def resource_value(resources, name: str, default=None):
-    """A rule's or job's resource `name` as a plain value (Snakemake 9 wraps rule resources in
-    `Resource` objects whose value is `.raw`); `default` when absent."""
-    if resources is None:
-        return default
-    value = resources.get(name, default)
+    """A rule's or a job's resource `name` as a plain value; `default` when absent."""
+    if isinstance(resources, Mapping):  # a rule's: Snakemake 9's Resources, values wrapped in Resource(.raw)
+        value = resources[name] if name in resources else default
+    else:  # a job's ResourceList (plain values), or none at all
+        value = default if resources is None else resources.get(name, default)
     return getattr(value, "raw", value)
