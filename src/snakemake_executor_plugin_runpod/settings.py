@@ -29,6 +29,9 @@ class SettingsError(ApiError):
 
 
 def _setting(default=None, *, help: str, allowed: str, check, machines_key: str | None = None, factory=None):
+    if factory is None and default is not None:
+        help += f" Default: {default}"
+        help += f", unless machines.yaml sets pod.runpod.{machines_key}." if machines_key else "."
     meta = {"help": help, "allowed": allowed, "check": check, "machines_key": machines_key}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
@@ -67,45 +70,42 @@ class ExecutorSettings(ExecutorSettingsBase):
     )
     remote_python: str = _setting(
         "{workspace}/fourloops/venv/bin/python", machines_key="python",
-        help="python on the pod that runs Snakemake ({workspace}, {root}, {repo} expand; "
-             "machines.yaml pod.runpod.python).",
+        help="python on the pod that runs Snakemake ({workspace}, {root}, {repo} expand).",
         allowed="a non-empty command", check=lambda v: bool(v.strip()),
     )
     setup_command: str = _setting(
         "true", machines_key="setup",
-        help="command run once per pod after the sources are synced (machines.yaml pod.runpod.setup).",
+        help="command run once per pod after the sources are synced.",
         allowed="a non-empty command", check=lambda v: bool(v.strip()),
     )
     ready_timeout_s: float = _setting(
         600.0, machines_key="ready_timeout_s",
-        help="terminate a pod not ready within this many seconds (machines.yaml pod.runpod.ready_timeout_s).",
+        help="terminate a pod not ready within this many seconds.",
         allowed="a number of seconds > 0", check=_positive,
     )
     idle_teardown_s: float = _setting(
         300.0, machines_key="idle_teardown_s",
-        help="tear an idle pod down after this many seconds (machines.yaml pod.runpod.idle_teardown_s).",
+        help="tear an idle pod down after this many seconds.",
         allowed="a number of seconds >= 0", check=lambda v: v >= 0,
     )
     pool_size: int = _setting(
         1, machines_key="pool_size",
-        help="at most this many pods at once, one job each (machines.yaml pod.runpod.pool_size).",
+        help="at most this many pods at once, one job each.",
         allowed="an integer >= 1", check=lambda v: v >= 1,
     )
     poll_s: float = _setting(
         5.0, machines_key="poll_s",
-        help="seconds between API polls while waiting (machines.yaml pod.runpod.poll_s).",
+        help="seconds between API polls while waiting.",
         allowed="a number of seconds > 0", check=_positive,
     )
     teardown_timeout_s: float = _setting(
         120.0, machines_key="teardown_timeout_s",
-        help="after terminate, wait this long for the pod list and billing to confirm "
-             "(machines.yaml pod.runpod.teardown_timeout_s).",
+        help="after terminate, wait this long for the pod list and billing to confirm.",
         allowed="a number of seconds > 0", check=_positive,
     )
     name_prefix: str = _setting(
         "fourloops", machines_key="name_prefix",
-        help="pods are named <prefix>-<run id>-N; `fourloops pods reap` looks for this prefix "
-             "(machines.yaml pod.runpod.name_prefix).",
+        help="pods are named <prefix>-<run id>-N; `fourloops pods reap` looks for this prefix.",
         allowed="letters, digits and dashes", check=lambda v: re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]*", v) is not None,
     )
 
