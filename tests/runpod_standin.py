@@ -1,6 +1,6 @@
 """A RunPod REST v2 stand-in for tests: every request (and every answer) is validated against the
-published v2 OpenAPI document (../shared/reference/runpod/openapi-v2.json), and pods behave the way the
-seeds saw real ones behave:
+project's contract with the v2 API (tests/runpod_v2_contract.yaml, written from the published v2
+document), and pods behave the way the seeds saw real ones behave:
 
 - POST /v2/pods answers 400 "There are no instances currently available" for a (GPU, cloud) pair that is
   not in `available` (RFD 1140; v2 uses 400 for capacity, see the createPod description);
@@ -34,10 +34,9 @@ from pathlib import Path
 
 import jsonschema
 import referencing
+import yaml
 
-SPEC_PATH = Path(__file__).resolve().parents[2] / "shared" / "reference" / "runpod" / "openapi-v2.json"
-if not SPEC_PATH.exists():
-    SPEC_PATH = Path("/work/shared/reference/runpod/openapi-v2.json")
+CONTRACT_PATH = Path(__file__).resolve().with_name("runpod_v2_contract.yaml")
 SPEC_URI = "urn:runpod-v2"
 NO_INSTANCES = "There are no instances currently available"
 
@@ -122,8 +121,11 @@ def kill_processes_with_env(var: str, value: str) -> int:
 
 # --- the API ---------------------------------------------------------------------------------------
 class Spec:
-    def __init__(self, path: Path = SPEC_PATH):
-        self.doc = json.loads(Path(path).read_text())
+    """The contract (an OpenAPI 3.1 document): which operation a request is, and what it and its answer
+    must look like. `check_request` / `check_response` return the violations, empty when none."""
+
+    def __init__(self, path: Path = CONTRACT_PATH):
+        self.doc = yaml.safe_load(Path(path).read_text())
         resource = referencing.Resource.from_contents(self.doc, default_specification=referencing.jsonschema.DRAFT202012)
         self.registry = referencing.Registry().with_resource(SPEC_URI, resource)
         self.routes = []
@@ -157,7 +159,7 @@ class Spec:
     def check_request(self, method, path, query: dict, body, headers) -> list[str]:
         found = self.match(method, path)
         if not found:
-            return [f"{method} {path}: no such operation in the v2 spec"]
+            return [f"{method} {path}: no such operation in the v2 contract"]
         template, ops, _ = found
         op = ops[method.lower()]
         errors = []
@@ -167,7 +169,7 @@ class Spec:
         known = {p["name"] for p in params if p["in"] == "query"}
         for name in query:
             if name not in known:
-                errors.append(f"query parameter {name!r} is not in the spec for {method} {template}")
+                errors.append(f"query parameter {name!r} is not in the contract for {method} {template}")
         for p in params:
             if p["in"] != "query":
                 continue
@@ -215,7 +217,7 @@ class Spec:
         resp = self.resolve(resp)
         content = resp.get("content")
         if not content:
-            return [] if body is None else [f"{status} of {method} {template} has no body in the spec"]
+            return [] if body is None else [f"{status} of {method} {template} has no body in the contract"]
         schema = next(iter(content.values()))["schema"]
         v = self.validator(self.ref(schema["$ref"][1:]) if "$ref" in schema else schema)
         return [f"response {e.json_path}: {e.message}" for e in v.iter_errors(body)]
@@ -389,7 +391,7 @@ class StandIn:
             if not p or not p["listed"]:
                 return 404, {"title": "Not Found", "status": 404, "detail": "pod not found"}
             return 200, self.pod_json(p)
-        if m and ((method == "POST" and m.group(2) and body.get("action") == "terminate") or (method == "DELETE" and not m.group(2))):
+        if m and method == "POST" and m.group(2) and body.get("action") == "terminate":
             p = self.pods.get(m.group(1))
             if not p or not p["listed"]:
                 return 404, {"title": "Not Found", "status": 404, "detail": "pod not found"}

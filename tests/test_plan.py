@@ -63,7 +63,10 @@ def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
 
 
 def test_a_plan_with_a_refused_job_exits_2_and_names_the_wall(tmp_path):
-    proc = plan_proc(tmp_path, "--machine", "desk", "--config", "model_set=real", "--", "results/ladder.csv")
+    fp32 = tmp_path / "fp32.yaml"  # the seeds' configuration: the frozen generator in fp32 (29.79 GiB asked)
+    fp32.write_text("generator:\n  precision: fp32\n")
+    proc = plan_proc(tmp_path, "--machine", "desk", "--config", "model_set=real", "--configfile", str(fp32), "--",
+                     "results/ladder.csv")
     assert proc.returncode == 2, proc.stderr[-3000:]
     p = json.loads(proc.stdout)
     refused = [j for j in p["jobs"] if j["verdict"].startswith("REFUSED")]
@@ -93,3 +96,4 @@ def test_a_plan_on_a_locked_directory_says_it_is_locked(tmp_path):
     proc = plan_proc(tmp_path, "results/ladder.csv")
     assert proc.returncode == 3, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "locked" in proc.stderr and "snakemake --unlock" in proc.stderr
+    assert json.loads(proc.stdout)["locked"] is True  # the plan itself is still shown

@@ -127,6 +127,8 @@ def test_pod_jobs_remote_desk_jobs_local_bytes_identical_teardown_verified(built
     assert body["disk"] == 150 and body["ports"] == ["22/tcp"] and "mounts" not in body
     assert "@sha256:" in body["image"] and body["name"].startswith("fourloops-")
     assert body["env"]["PUBLIC_KEY"].startswith("ssh-ed25519 ") and body["env"]["HF_TOKEN"] == FAKE_SECRETS["HF_TOKEN"]
+    # the pod knows it is the pod (whose walls apply) and fetches the configured weights once
+    assert body["env"]["FOURLOOPS_MACHINE"] == "pod" and body["env"]["FOURLOOPS_FETCH_MODELS"] == "1"
     assert not runpod_standin.violations, runpod_standin.violations
     _no_secrets(work)
     assert not any((tmp_path / "pod-state").glob("*.json"))  # the run's claim is released

@@ -41,7 +41,9 @@ def plan(args) -> int:
         print(json.dumps(result, indent=1))
     else:
         print(planmod.format_plan(result))
-    return 0 if result["ok"] else 2
+    if not result["ok"]:
+        return 2  # a job is refused
+    return 3 if result.get("locked") else 0  # a run would not start until `snakemake --unlock`
 
 
 # ---------------------------------------------------------------------------------------- guard

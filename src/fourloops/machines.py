@@ -8,12 +8,13 @@ decided once, in `placement`.
 
 from __future__ import annotations
 
-LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
-
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from fourloops import yamlcheck
+
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "config" / "machines.yaml"
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "config" / "machines.schema.yaml"
@@ -118,3 +119,12 @@ def placement(executor: str | None, machines: dict) -> dict[str, str]:
 def remote_tags(executor: str | None, machines: dict) -> set[str]:
     """The profile tags whose jobs leave this machine under `executor`."""
     return set(placement(executor, machines))
+
+
+def resource_value(resources, name: str, default=None):
+    """A rule's or a job's resource `name` as a plain value; `default` when absent."""
+    if isinstance(resources, Mapping):  # a rule's: Snakemake 9's Resources, values wrapped in Resource(.raw)
+        value = resources[name] if name in resources else default
+    else:  # a job's ResourceList (plain values), or none at all
+        value = default if resources is None else resources.get(name, default)
+    return getattr(value, "raw", value)

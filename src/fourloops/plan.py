@@ -160,16 +160,17 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
             os.close(saved[1])
         scratch.seek(0)
         log = scratch.read()
-        if "plan" not in result and "Directory cannot be locked" in log:
+        locked = "Directory cannot be locked" in log
+        if locked:  # a dry-run only warns; the run itself would refuse to start
             sys.stderr.write(
-                "plan: the working directory is locked: another Snakemake runs there, or one was killed. If none "
-                "is running, unlock it with the same profile and directory: snakemake --unlock [--profile ...] "
-                "[--directory ...]; nothing was planned.\n"
+                "plan: the working directory is locked: another Snakemake runs there, or one was killed; a run "
+                "would not start. If none is running, unlock it with the same profile and directory: "
+                "snakemake --unlock [--profile ...] [--directory ...]\n"
             )
-            raise SystemExit(3)
         if "plan" not in result and code:
             sys.stderr.write(log[-8000:])
             raise SystemExit(code)
     if "plan" not in result:  # nothing to be done: Snakemake returned before scheduling
         result["plan"] = {"machine": machine_name or "desk", "ok": True, "jobs": [], "totals": {}, "refusals": ""}
+    result["plan"]["locked"] = locked
     return result["plan"]

@@ -103,7 +103,7 @@ def reap(client, prefix: str = "fourloops", directory: Path | None = None, stale
         log(f"reap: {pod['id']} ({pod.get('name')}, {pod.get('status')}) is owned by no live run")
         if dry_run:
             continue
-        since = _parse_time(pod.get("createdAt")) or dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+        since = runpod.parse_time(pod.get("createdAt")) or dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
         td = runpod.terminate_verified(client, pod["id"], since, timeout_s=timeout_s, poll_s=poll_s)
         cost = "unknown" if td.cost_usd is None else f"${td.cost_usd:.4f}"
         log(f"reap: {pod['id']} terminated; gone from the pod list: {td.gone_from_list}; "
@@ -114,18 +114,9 @@ def reap(client, prefix: str = "fourloops", directory: Path | None = None, stale
     return results
 
 
-def _parse_time(text):
-    if not text:
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def main(argv=None) -> int:
     """`fourloops pods reap [--prefix P] [--dry-run] [--api-url URL]`"""
-    from fourloops import runpod
+    from fourloops import machines, runpod
 
     ap = argparse.ArgumentParser(prog="fourloops pods")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -137,20 +128,15 @@ def main(argv=None) -> int:
     r.add_argument("--dry-run", action="store_true", help="list the orphans, terminate nothing")
     args = ap.parse_args(argv)
     prefix = args.prefix
-    if prefix is None:
-        try:
-            import yaml
-            machines = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "machines.yaml").read_text())
-            prefix = machines["pod"]["runpod"]["name_prefix"]
-        except Exception:
-            prefix = "fourloops"
     try:
+        if prefix is None:
+            prefix = ((machines.load().get("pod") or {}).get("runpod") or {}).get("name_prefix", "fourloops")
         key = runpod.read_api_key()
         if key.note:
             print(key.note, file=sys.stderr)
         client = runpod.Client(key.value, args.api_url)
         results = reap(client, prefix, stale_s=args.stale_s, timeout_s=args.timeout_s, dry_run=args.dry_run)
-    except runpod.RunPodError as err:
+    except (runpod.RunPodError, machines.MachinesError) as err:
         print(f"fourloops pods reap: {err}", file=sys.stderr)
         return 2
     return 0 if all(td.verified for td in results) else 1

@@ -55,9 +55,11 @@ def read_api_key(env=None, config_path: str | Path | None = None) -> ApiKey:
     env = os.environ if env is None else env
     if env.get("RUNPOD_API_KEY"):
         return ApiKey(env["RUNPOD_API_KEY"], "environment (RUNPOD_API_KEY)")
-    path = Path(config_path or CONFIG_TOML).expanduser()
+    shown = Path(config_path or CONFIG_TOML)  # as the user knows it: ~/.runpod/config.toml
+    path = shown.expanduser()
+    how = f'set RUNPOD_API_KEY, or write it to {shown} as [default] apikey = "..."'
     if not path.is_file():
-        raise RunPodError(f"no RunPod API key: RUNPOD_API_KEY is unset and {path} does not exist")
+        raise RunPodError(f"no RunPod API key: {how} ({path} does not exist)")
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
@@ -75,7 +77,7 @@ def read_api_key(env=None, config_path: str | Path | None = None) -> ApiKey:
                 "[default] to make both agree."
             ),
         )
-    raise RunPodError(f"no RunPod API key: RUNPOD_API_KEY is unset and {path} has no apikey")
+    raise RunPodError(f"no RunPod API key: {how} ({path} has no apikey)")
 
 
 class Client:
@@ -149,6 +151,16 @@ class Client:
             query={"podId": pod_id, "bucketSize": "hour", "startTime": start.strftime("%Y-%m-%dT%H:%M:%SZ")},
         )
         return float(out["metadata"]["totals"]["totalAmount"])
+
+
+def parse_time(text) -> dt.datetime | None:
+    """An RFC 3339 timestamp of the API (`createdAt`), or None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def is_no_instances(err: RunPodError) -> bool:

@@ -24,16 +24,6 @@ MODEL_SET_MARKER = Path(".fourloops-model-set")
 LINEAGE_PARAM = "lineage"
 
 
-def resource_value(resources, name: str, default=None):
-    """A Snakemake resource's plain value (rules keep `Resource` objects, jobs plain values)."""
-    try:
-        value = resources[name] if name in resources else default
-    except TypeError:
-        value = getattr(resources, name, default)
-    value = getattr(value, "value", value)
-    return getattr(value, "raw", value)
-
-
 def _calling_rule() -> str:
     """The name of the Snakemake rule whose params function is being called (from the call stack)."""
     from snakemake.rules import Rule
@@ -290,7 +280,7 @@ class Workflow:
         return out
 
     def provided_vram_mb(self) -> int | None:
-        provided = resource_value(self.wf.global_resources, "vram_mb")
+        provided = machines.resource_value(self.wf.global_resources, "vram_mb")
         return int(provided) if isinstance(provided, (int, float)) and provided < 2**40 else None
 
     def check_walls(self, dag, machine_name: str | None = None) -> walls.Verdict:

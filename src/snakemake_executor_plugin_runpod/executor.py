@@ -1,0 +1,375 @@
+"""The executor: desk rules made local, pod jobs run over ssh on pods of the pool, verified teardown.
+
+How a run goes:
+- At start every rule whose profile tag does not run remotely under this executor
+  (`fourloops.machines.remote_tags`) becomes a local rule, so desk jobs run on this machine.
+- The first pod job creates a pod from machines.yaml's `pod:` section (GPU types in order, SECURE then
+  COMMUNITY on "no instances"), with a per-run ed25519 key as PUBLIC_KEY and HF_TOKEN in the pod's own
+  environment. Ready = status RUNNING, runtime not null, ssh.direct set, and `ssh ... true` succeeds
+  over direct TCP. Then, once per pod: the workflow's files are rsynced and the setup command runs.
+- Per job: rsync the inputs up, run Snakemake's own remote job command over ssh, rsync outputs, logs
+  and benchmarks back (provenance records are outputs here).
+- Pods are reused (pool_size), torn down after `idle_teardown_s` idle and when the run ends (normal
+  exit, error, SIGTERM, SIGINT). Teardown is verified through the pod list and billing; the run prints
+  the session's cost. `fourloops pods reap` handles the SIGKILL case.
+
+There is no shared filesystem between desk and pod: the executor moves the files itself, while the
+local Snakemake keeps its default (shared-fs) bookkeeping of the working directory.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import datetime as dt
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import AsyncGenerator, List
+
+from snakemake_interface_common.exceptions import WorkflowError
+from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
+from snakemake_interface_executor_plugins.executors.real import RealExecutor
+from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
+from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
+
+from fourloops import machines, runpod
+from fourloops.generate import FETCH_ENV
+from fourloops.pods import RunRecord
+from fourloops.provenance import redact
+
+from . import settings as settings_mod
+from .pool import Pod, PodPool
+from .transport import Transport, source_files
+
+EXECUTOR_NAME = "runpod"
+PY_TOKEN = "__FOURLOOPS_REMOTE_PYTHON__"  # replaced by the pod's python once the pod's paths are known
+
+
+def on_pod(desk_command: str, basedir: Path, pod: Pod, python_template: str) -> str:
+    """Snakemake's job command as formatted on the desk, with the desk's workflow directory and python
+    replaced by the pod's."""
+    python = python_template.format(workspace=pod.workspace, root=pod.root, repo=pod.repo)
+    return desk_command.replace(str(basedir), pod.repo).replace(PY_TOKEN, python)
+
+
+class Executor(RemoteExecutor):
+    def __post_init__(self):
+        # The key first: without one, nothing is started or written.
+        try:
+            key = runpod.read_api_key()
+        except runpod.RunPodError as err:
+            raise settings_mod.SettingsError(f"runpod: {err}") from None
+        given = self.workflow.executor_settings or settings_mod.ExecutorSettings()
+        self.basedir = Path(self.workflow.basedir).resolve()
+        config = settings_mod.load(given, self.basedir)
+        self.settings: settings_mod.ExecutorSettings = config.settings
+        self.pod_spec = config.pod
+        self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        self._make_desk_rules_local(machines.remote_tags(EXECUTOR_NAME, config.machines))
+        if key.note:
+            self.log(f"runpod: {key.note}", warning=True)
+        self.client = runpod.Client(key.value, self.settings.api_url, timeout=30)
+        self.record = RunRecord(self.run_id)
+        self.record.write()
+        self.keydir = Path(tempfile.mkdtemp(prefix=f"fourloops-runpod-{self.run_id}-"))
+        keyfile = self.keydir / "id_ed25519"
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"fourloops-{self.run_id}", "-f", str(keyfile)],
+            check=True,
+        )
+        self.pubkey = (self.keydir / "id_ed25519.pub").read_text().strip()
+        self.transport = Transport(keyfile, self.keydir / "known_hosts")
+        self.pool = PodPool(
+            self.settings.pool_size, start=self.start_pod, stop=self.teardown, work_left=self.pod_work_left,
+            idle_teardown_s=self.settings.idle_teardown_s, close_wait_s=self.settings.teardown_timeout_s + 30,
+            log=self.log,
+        )
+        self.teardowns: list[runpod.Teardown] = []
+        self.jobs = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.settings.pool_size) * 2)
+        self.next_seconds_between_status_checks = 1
+        self.last_pod_job_end: float | None = None
+        self.last_teardown_verified: float | None = None
+        self._done = False
+        self._done_lock = threading.Lock()
+        self._cancel = threading.Event()
+        self._signals_installed = False
+        self._stop_heartbeat = threading.Event()
+        self._heartbeat = threading.Thread(target=self._heartbeat_loop, daemon=True)
+        self._heartbeat.start()
+        atexit.register(self._finish)
+        self.log(f"runpod: run {self.run_id}: pod jobs go to RunPod ({self.client.base_url}), up to "
+                 f"{self.settings.pool_size} pod(s) named {self.settings.name_prefix}-{self.run_id}-N")
+
+    def _make_desk_rules_local(self, remote: set[str]) -> None:
+        """Rules whose profile tag does not run remotely become local rules: Snakemake runs them here."""
+        local = [rule.name for rule in self.workflow.rules
+                 if str(machines.resource_value(getattr(rule, "resources", None), "profile")) not in remote]
+        self.workflow.localrules(*local)
+        self.local_rule_names = set(local)
+
+    def log(self, msg: str, warning: bool = False) -> None:
+        msg = redact(msg)
+        (self.logger.warning if warning else self.logger.info)(msg)
+
+    # the job command (formatted with desk paths; `on_pod` maps them) -------------------------------
+    def get_python_executable(self):
+        return PY_TOKEN
+
+    def get_snakefile(self):
+        return str(Path(self.workflow.main_snakefile).resolve())
+
+    def get_job_args(self, job: JobExecutorInterface):
+        # No --wait-for-files: those are local paths, and the inputs are already on the pod.
+        return RealExecutor.get_job_args(self, job)
+
+    # pod lifecycle ----------------------------------------------------------------------------
+    def start_pod(self, n: int) -> Pod:
+        name = f"{self.settings.name_prefix}-{self.run_id}-{n}"
+        # A pod fetches the configured weights once into its HF cache on the container disk (the desk never
+        # downloads at run time: fourloops.generate.resolve_model); FOURLOOPS_MACHINE says whose walls apply.
+        env = {"PUBLIC_KEY": self.pubkey, FETCH_ENV: "1", "FOURLOOPS_MACHINE": "pod"}
+        for var in self.pod_spec.pod_env:
+            if os.environ.get(var):
+                env[var] = os.environ[var]
+        spec = self.pod_spec
+        body = {"name": name, "image": spec.image, "disk": spec.disk_gb, "ports": list(spec.ports), "env": env}
+        self.log(f"runpod: creating pod {name} ({spec.disk_gb} GB container disk, no volume, {spec.image})")
+        created = runpod.create_with_fallback(self.client, body, list(spec.gpus), list(spec.cloud_types), log=self.log)
+        pod = Pod(created["id"], name, runpod.parse_time(created.get("createdAt")) or dt.datetime.now(dt.timezone.utc))
+        self.record.add(pod.id, name)
+        self.log(f"runpod: pod {pod.id} created ({created.get('gpu', {}).get('id')}, {created.get('cloud')}); "
+                 "waiting for it to be ready")
+        try:
+            self._wait_ready(pod)
+            self._setup(pod)
+        except BaseException:
+            pod.healthy = False
+            self.teardown(pod)
+            raise
+        return pod
+
+    def _wait_ready(self, pod: Pod) -> None:
+        t0 = time.monotonic()
+        seen, ssh_err = "nothing yet", ""
+        limit = self.settings.ready_timeout_s
+        while True:
+            if self._cancel.is_set():
+                raise WorkflowError("runpod: cancelled while waiting for the pod")
+            info = self.client.get_pod(pod.id)
+            seen = runpod.describe(info)
+            endpoint = runpod.direct_ssh(info) if info else None
+            if endpoint:
+                pod.host, pod.port, pod.user = endpoint
+                probe = self.transport.ssh(pod, "true", timeout=30)
+                if probe.returncode == 0:
+                    break
+                ssh_err = redact(probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else f"exit {probe.returncode}")
+            if time.monotonic() - t0 > limit:
+                raise WorkflowError(
+                    f"runpod: pod {pod.id} not ready within {limit:.0f} s; terminated. "
+                    f"Last seen: {seen}" + (f"; last ssh attempt: {ssh_err}" if ssh_err else "")
+                )
+            time.sleep(self.settings.poll_s)
+        probe = self.transport.ssh(pod, 'printf %s "${FOURLOOPS_WORKSPACE:-/workspace}"', timeout=30)
+        pod.workspace = probe.stdout.strip() or "/workspace"
+        self.log(f"runpod: pod {pod.id} ready after {time.monotonic() - t0:.0f} s (ssh {pod.host}:{pod.port}, direct TCP)")
+
+    def _setup(self, pod: Pod) -> None:
+        """Once per pod: the workflow's files, then the pod environment."""
+        t0 = time.monotonic()
+        files = source_files(self.basedir)
+        dirs = " ".join(shlex.quote(d) for d in (pod.repo, pod.work, pod.joblogs))
+        mk = self.transport.ssh(pod, f"mkdir -p {dirs}", timeout=60)
+        if mk.returncode != 0:
+            raise WorkflowError(f"runpod: cannot prepare {pod.root} on {pod.id}: {redact(mk.stderr)}")
+        up = self.transport.rsync(pod, files, str(self.basedir) + "/", self.transport.remote(pod, "repo/"))
+        if up.returncode != 0:
+            raise WorkflowError(f"runpod: syncing the workflow to {pod.id} failed: {redact(up.stderr[-2000:])}")
+        setup = self.settings.setup_command.format(workspace=pod.workspace, root=pod.root, repo=pod.repo)
+        done = self.transport.ssh(pod, f"cd {shlex.quote(pod.repo)} && ( {setup} ) > ../joblogs/setup.log 2>&1",
+                                  timeout=3600)
+        if done.returncode != 0:
+            tail = self.transport.ssh(pod, f"tail -n 30 {shlex.quote(pod.joblogs)}/setup.log", timeout=30).stdout
+            raise WorkflowError(f"runpod: pod setup failed on {pod.id} (exit {done.returncode}):\n{redact(tail)}")
+        self.log(f"runpod: pod {pod.id} set up in {time.monotonic() - t0:.0f} s ({len(files)} workflow files)")
+
+    def teardown(self, pod: Pod) -> None:
+        for proc in list(pod.procs):
+            proc.kill()
+        limit = self.settings.teardown_timeout_s
+        try:
+            td = runpod.terminate_verified(self.client, pod.id, pod.created - dt.timedelta(hours=1),
+                                           timeout_s=limit, poll_s=min(2.0, self.settings.poll_s))
+        except runpod.RunPodError as err:
+            self.log(f"runpod: terminating {pod.id} failed: {err}. Run `fourloops pods reap`.", warning=True)
+            return
+        self.teardowns.append(td)
+        cost = "unknown" if td.cost_usd is None else f"${td.cost_usd:.4f}"
+        if td.verified:
+            self.last_teardown_verified = time.monotonic()
+            self.record.remove(pod.id)
+            self.log(f"runpod: pod {pod.id} terminated; verified gone from the pod list and billing stopped "
+                     f"({td.seconds:.1f} s); cost {cost}")
+        else:
+            self.log(f"runpod: pod {pod.id} teardown NOT verified within {limit:.0f} s "
+                     f"(gone from list: {td.gone_from_list}, billing stopped: {td.billing_stopped}); "
+                     f"run `fourloops pods reap`", warning=True)
+
+    def pod_work_left(self) -> bool:
+        """Whether the DAG still has unfinished jobs that would run on a pod."""
+        try:
+            return any(not job.is_local for job in list(self.workflow.dag.needrun_jobs()))
+        except RuntimeError:  # the scheduler changed the DAG while we iterated: assume there is work
+            return True
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stop_heartbeat.wait(2.0):
+            try:
+                self.record.write()
+                self.pool.idle_check()
+            except Exception as err:  # never let the heartbeat die silently
+                self.log(f"runpod: heartbeat: {err}", warning=True)
+
+    # executor interface -----------------------------------------------------------------------
+    def run_job(self, job: JobExecutorInterface):
+        self._install_signal_handlers()
+        desk_command = self.format_job_exec(job)  # in the scheduler's thread; the pod's paths come later
+        future = self.jobs.submit(self._run_remote, job, desk_command)
+        self.report_job_submission(SubmittedJobInfo(job=job, external_jobid=None, aux={"future": future}))
+
+    def _run_remote(self, job: JobExecutorInterface, desk_command: str) -> tuple[bool, str]:
+        try:
+            pod = self.pool.acquire()
+        except Exception as err:
+            return False, redact(str(err))
+        try:
+            return self._run_on(pod, job, on_pod(desk_command, self.basedir, pod, self.settings.remote_python))
+        except Exception as err:
+            pod.healthy = False
+            return False, redact(f"runpod: {err}")
+        finally:
+            self.last_pod_job_end = time.monotonic()
+            self.pool.release(pod)
+
+    def _run_on(self, pod: Pod, job: JobExecutorInterface, exec_job: str) -> tuple[bool, str]:
+        cwd = Path.cwd()
+        t = self.transport
+        inputs = [f for f in (_rel(f, cwd) for f in job.input) if f and (cwd / f).exists()]
+        up = t.rsync(pod, inputs, str(cwd) + "/", t.remote(pod, "work/"))
+        if up.returncode != 0:
+            self._check_alive(pod)
+            return False, f"runpod: syncing inputs to {pod.id} failed: {redact(up.stderr[-1500:])}"
+        rlog = f"{pod.joblogs}/{job.name}-{job.jobid}-{self.run_id}.log"
+        invocation = redact(os.environ.get("FOURLOOPS_INVOCATION", ""))  # the desk's command, for provenance
+        command = (
+            "[ -f /etc/rp_environment ] && . /etc/rp_environment; "
+            f"export FOURLOOPS_INVOCATION={shlex.quote(invocation)}; "
+            f"cd {shlex.quote(pod.work)} && export PYTHONPATH={shlex.quote(pod.repo + '/src')}"
+            "${PYTHONPATH:+:$PYTHONPATH} && "
+            f"{{ {exec_job} ; }} > {shlex.quote(rlog)} 2>&1"
+        )
+        t0 = time.monotonic()
+        res = t.ssh(pod, command, track=True)
+        seconds = time.monotonic() - t0
+        products = [_rel(f, cwd) for f in [*job.output, *job.log, *([job.benchmark] if job.benchmark else [])]]
+        down = t.rsync(pod, [f for f in products if f], t.remote(pod, "work/"), str(cwd) + "/")
+        if res.returncode == 0 and down.returncode == 0:
+            return True, ""
+        if res.returncode == 255 or self._cancel.is_set():
+            # ssh itself failed: the connection died (or we cut it); a pod whose ssh is gone is torn down
+            alive = self._check_alive(pod)
+            why = "the run was cancelled" if self._cancel.is_set() else (
+                "ssh to the pod died mid-job" + ("" if alive else "; the pod no longer answers and was terminated"))
+            return False, f"runpod: {why} after {seconds:.0f} s (ssh: {redact(res.stderr.strip()[-500:])})"
+        tail = t.ssh(pod, f"tail -n 40 {shlex.quote(rlog)}", timeout=30).stdout
+        if res.returncode == 0:
+            return False, f"runpod: copying the outputs back from {pod.id} failed: {redact(down.stderr[-1500:])}"
+        return False, (f"runpod: job failed on pod {pod.id} (exit {res.returncode}) after {seconds:.0f} s; "
+                       f"remote log {rlog}, last lines:\n{redact(tail)}")
+
+    def _check_alive(self, pod: Pod) -> bool:
+        if self._cancel.is_set():
+            pod.healthy = False
+            return False
+        ok = self.transport.ssh(pod, "true", timeout=20).returncode == 0
+        if not ok:
+            pod.healthy = False
+        return ok
+
+    async def check_active_jobs(self, active_jobs: List[SubmittedJobInfo]) -> AsyncGenerator[SubmittedJobInfo, None]:
+        for info in active_jobs:
+            future = info.aux["future"]
+            if not future.done():
+                yield info
+                continue
+            ok, msg = future.result()
+            if ok:
+                self.report_job_success(info)
+            else:
+                self.report_job_error(info, msg=msg + "\n")
+
+    def cancel_jobs(self, active_jobs: List[SubmittedJobInfo]):
+        self._cancel.set()
+        for pod in list(self.pool.pods):
+            for proc in list(pod.procs):
+                proc.kill()
+
+    def shutdown(self):
+        super().shutdown()
+        self._finish()
+
+    def _finish(self) -> None:
+        with self._done_lock:
+            if self._done:
+                return
+            self._done = True
+        self._stop_heartbeat.set()
+        self.pool.close()
+        self.jobs.shutdown(wait=False, cancel_futures=True)
+        tds = self.teardowns
+        if tds:
+            costs = [td.cost_usd for td in tds if td.cost_usd is not None]
+            if self.last_pod_job_end is not None and self.last_teardown_verified is not None:
+                self.log(f"runpod: teardown verified {self.last_teardown_verified - self.last_pod_job_end:.1f} s "
+                         "after the last pod job ended")
+            self.log(f"runpod: session cost ${sum(costs):.4f} over {len(tds)} pod(s)"
+                     + ("" if all(td.verified for td in tds) else " (some teardowns NOT verified: run `fourloops pods reap`)"))
+        else:
+            self.log("runpod: no pod was created; session cost $0.0000")
+        if all(td.verified for td in tds):
+            self.record.close()
+        shutil.rmtree(self.keydir, ignore_errors=True)
+
+    def _install_signal_handlers(self) -> None:
+        if self._signals_installed or threading.current_thread() is not threading.main_thread():
+            return
+        self._signals_installed = True
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_term(signum, frame):
+            # Cut the pod jobs now (they fail), then let Snakemake's own graceful exit run shutdown().
+            self.log("runpod: SIGTERM: stopping pod jobs; the pods will be terminated")
+            self.cancel_jobs([])
+            if callable(previous):
+                previous(signum, frame)
+
+        signal.signal(signal.SIGTERM, on_term)
+
+
+def _rel(path, cwd: Path) -> str | None:
+    """`path` relative to the working directory; None outside it (not moved: a documented limitation)."""
+    p = Path(str(path))
+    if p.is_absolute():
+        try:
+            return str(p.relative_to(cwd))
+        except ValueError:
+            return None
+    return str(p)
