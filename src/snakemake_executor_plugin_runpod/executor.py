@@ -110,8 +110,15 @@ class Executor(RemoteExecutor):
 
     def _make_desk_rules_local(self, remote: set[str]) -> None:
         """Rules whose profile tag does not run remotely become local rules: Snakemake runs them here."""
-        local = [rule.name for rule in self.workflow.rules
-                 if str(machines.resource_value(getattr(rule, "resources", None), "profile")) not in remote]
+        from fourloops.stage import UnknownRule, stage_for
+
+        def profile(rule) -> str | None:
+            try:  # the stage declaration says where a rule's jobs run
+                return stage_for(rule.name).profile
+            except UnknownRule:  # a target rule (all, probe): no work of its own
+                return None
+
+        local = [rule.name for rule in self.workflow.rules if profile(rule) not in remote]
         self.workflow.localrules(*local)
         self.local_rule_names = set(local)
 
