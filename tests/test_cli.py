@@ -48,7 +48,7 @@ def test_pods_reap_routes_to_the_reaper(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.runpod/config.toml either
     assert cli.main(["pods", "reap", "--dry-run"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("fourloops pods reap: no RunPod API key: RUNPOD_API_KEY is unset")
+    assert err.startswith("fourloops pods reap: no RunPod API key: set RUNPOD_API_KEY, or write it to ~/.runpod/config.toml")
     assert str(tmp_path / ".runpod" / "config.toml") in err
 
 
