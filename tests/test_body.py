@@ -158,3 +158,19 @@ def test_unknown_bone():
 def test_bad_values(phenotype, pose):
     with pytest.raises(ValueError):
         build_body(phenotype, pose)
+
+
+def test_a_damaged_anny_cache_file_is_dropped_so_anny_rebuilds_it(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from fourloops.body import drop_damaged_cache_files
+
+    (tmp_path / "v14").mkdir()
+    good, bad = tmp_path / "v14" / "load_data_a.safetensors", tmp_path / "v14" / "build_model_data_b.safetensors"
+    save_file({"x": torch.zeros(64)}, str(good))
+    save_file({"x": torch.zeros(64)}, str(bad))
+    bad.write_bytes(bad.read_bytes()[:100])  # truncated, as by a killed build
+    assert drop_damaged_cache_files(tmp_path) == [bad]
+    assert good.exists() and not bad.exists()
+    assert drop_damaged_cache_files(tmp_path) == []

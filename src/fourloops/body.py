@@ -173,6 +173,24 @@ def _torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def drop_damaged_cache_files(cache: Path) -> list[Path]:
+    """Remove the cache's safetensors files whose header does not read or whose tensors run past the
+    file's end (a build killed mid-write, a full disk): anny then rebuilds them. Reads headers only."""
+    import logging
+
+    from fourloops.preflight import safetensors_problem
+
+    dropped = []
+    for file in sorted(cache.rglob("*.safetensors")):
+        why = safetensors_problem(file)
+        if why:
+            logging.getLogger("fourloops.body").warning("Anny cache file %s is damaged (%s): removed, anny rebuilds it",
+                                                        file, why)
+            file.unlink()
+            dropped.append(file)
+    return dropped
+
+
 @functools.lru_cache(maxsize=1)
 def _model():
     """The Anny model and its COCO-17 regressor, built once per process.
@@ -194,6 +212,7 @@ def _model():
     with open(cache / ".fourloops-build.lock", "w") as lock, _torch_threads(1):
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
+            drop_damaged_cache_files(cache)  # anny rebuilds what is missing; a truncated file would crash it
             model = anny.Anny(skinning_method="lbs")
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
