@@ -33,9 +33,9 @@ def plan(args) -> int:
         argv += ["--profile", args.profile]
     if args.configfile:
         argv += ["--configfile", *args.configfile]
-    config = list(args.config) + ([f"machine={args.machine}"] if args.machine else [])
-    if config:
-        argv += ["--config", *config]
+    # --machine is not passed as --config: a command-line --config replaces a profile's config list
+    if args.config:
+        argv += ["--config", *args.config]
     result = planmod.run(argv + ["--", *args.targets] if args.targets else argv, args.machine)
     if args.json:
         print(json.dumps(result, indent=1))

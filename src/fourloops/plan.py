@@ -58,6 +58,7 @@ def build(workflow, machine_name: str) -> dict:
 
     dag = workflow.dag
     view = workflow_of(workflow)
+    view.set_target(machine_name)
     verdict = view.check_walls(dag, machine_name)
     machines = view.machines
     jobs = {id(j): j for j in dag.needrun_jobs()}

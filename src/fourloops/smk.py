@@ -57,6 +57,7 @@ class Workflow:
         self._params: dict = {}
         self._lineage: dict = {}
         self._producers: dict = {}
+        self.target: str | None = None  # `fourloops plan --machine`: the machine asked about, not config machine
 
     # ---------------------------------------------------------------------------- rules and params
     def stage(self, rulename: str) -> Stage:
@@ -245,9 +246,15 @@ class Workflow:
     def ask(self, rulename: str, wildcards: dict) -> asks.Ask:
         key = (rulename, tuple(sorted(wildcards.items())))
         if key not in self._asks:
-            ctx = AskContext(self.facts, self.measured, self.config["machine"])
+            ctx = AskContext(self.facts, self.measured, self.target or self.config["machine"])
             self._asks[key] = self.stage(rulename).ask_for(ctx, wildcards, self.params(rulename, wildcards))
         return self._asks[key]
+
+    def set_target(self, machine_name: str) -> None:
+        """Judge the asks for `machine_name` (its own probes first), whatever the run's config machine says."""
+        if machine_name != self.target:
+            self.target = machine_name
+            self._asks.clear()
 
     def resources(self) -> dict:
         """The `resources:` every rule declares (`resources: **ASKS`): the scheduler's numbers and the profile tag."""
