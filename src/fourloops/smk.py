@@ -292,8 +292,12 @@ class Workflow:
 
     def check_walls(self, dag, machine_name: str | None = None) -> walls.Verdict:
         """Every pending job against the machine it will run on (config machine, or the pod under its executor)."""
+        target = machine_name or self.config["machine"]
+        # this invocation's --resources vram_mb caps jobs run from here; asked about another machine, its own
+        # profile would declare that machine's card
+        provided = self.provided_vram_mb() if target == self.config["machine"] else None
         return walls.check_jobs(
-            self.pending(dag), self.machines, machine_name or self.config["machine"], self.provided_vram_mb(),
+            self.pending(dag), self.machines, target, provided,
             machines.placement(self.executor(), self.machines),
         )
 
