@@ -5,6 +5,9 @@ from snakemake.utils import min_version, validate
 min_version("9.27")
 
 
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 
 

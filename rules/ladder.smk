@@ -5,8 +5,18 @@ rule ladder:
     input:
         unpack(get_ladder_inputs),
     output:
-        table=ensure("results/ladder.csv", non_empty=True),
-        plot="results/ladder.png",
+        table=report(
+            ensure("results/ladder.csv", non_empty=True),
+            caption="../report/ladder_csv.rst",
+            category="Ladder",
+            labels={"figure": "ladder table (csv)"},
+        ),
+        plot=report(
+            "results/ladder.png",
+            caption="../report/ladder_plot.rst",
+            category="Ladder",
+            labels={"figure": "error vs azimuth"},
+        ),
         provenance="results/provenance/ladder/ladder.json",
     log:
         "logs/ladder/ladder.log",

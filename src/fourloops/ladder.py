@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from fourloops.camera import wrap_deg
-from fourloops.io import atomic_path, read_json, write_text
+from fourloops.io import read_json, write_text
 
 COLUMNS = (
     "condition",
@@ -84,36 +84,53 @@ def write_csv(rows: list[dict], path: str | Path) -> None:
     write_text(path, buf.getvalue())
 
 
+def _floor(rows: list[dict], source: str) -> tuple[list[float], list[float]]:
+    pts = sorted((r["azimuth_requested"], r["abs_error_deg"]) for r in rows
+                 if r["condition"] == source and r["abs_error_deg"] != "")
+    return [a for a, _ in pts], [e for _, e in pts]
+
+
 def plot(rows: list[dict], path: str | Path, title: str) -> None:
-    import matplotlib
+    """One panel per condition: signed error against the requested azimuth, over the two floors drawn as
+    bands (what the same detector and fit get wrong on the true render, and the fit alone on its ground truth)."""
+    from fourloops import figures
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 6.0), dpi=100)
-    ax.plot([0, 360], [0, 360], color="0.8", lw=1, zorder=0, label="perfect")
-    sources = sorted({r["condition"] for r in rows}, key=lambda s: (s in FLOOR_SOURCES, s))
-    styles = {"floor": dict(marker="s", color="k", ms=9, mfc="none"), "floor_gt": dict(marker="x", color="k", ms=7)}
-    conditions = [s for s in sources if s not in FLOOR_SOURCES]
-    for source in sources:
-        # conditions side by side around each requested azimuth, so equal answers do not hide each other
-        shift = 4.0 * (conditions.index(source) - (len(conditions) - 1) / 2) if source in conditions else 0.0
-        pts = [
-            (r["azimuth_requested"] + shift, r["azimuth_fitted"])
-            for r in rows
-            if r["condition"] == source and r["azimuth_fitted"] != ""
-        ]
-        if not pts:
-            continue
-        xs, ys = zip(*pts)
-        style = styles.get(source, dict(marker="o", ms=6))
-        ax.plot(xs, ys, ls="none", label=source, **style)
-    ax.set(xlim=(-10, 370), ylim=(-10, 370), xlabel="requested azimuth (deg)", ylabel="fitted azimuth (deg)", title=title)
-    ax.set_xticks(range(0, 361, 45))
-    ax.set_yticks(range(0, 361, 45))
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", metadata={"Software": None})
-    plt.close(fig)
+    plt = figures.pyplot()
+    conditions = sorted({r["condition"] for r in rows} - set(FLOOR_SOURCES)) or ["(no condition)"]
+    cols = min(3, len(conditions))
+    nrows = -(-len(conditions) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows + 0.9), dpi=100, squeeze=False,
+                             sharex=True, sharey=True)
+    floor_az, floor_err = _floor(rows, "floor")
+    gt_az, gt_err = _floor(rows, "floor_gt")
+    for ax, condition in zip(axes.flat, conditions):
+        if floor_az:
+            ax.fill_between(floor_az, [-e for e in floor_err], floor_err, color="0.55", alpha=0.35, lw=0,
+                            label="floor: render through detector + fit")
+        if gt_az:
+            # the fit's own floor is often a fraction of a degree: lines, so a band that thin still shows
+            ax.plot(gt_az, gt_err, color="k", ls="--", lw=1, label="floor_gt: ground truth through fit")
+            ax.plot(gt_az, [-e for e in gt_err], color="k", ls="--", lw=1)
+        pts = sorted((r["azimuth_requested"], r["error_deg"]) for r in rows
+                     if r["condition"] == condition and r["error_deg"] != "")
+        if pts:
+            ax.plot(*zip(*pts), marker="o", ms=5, lw=1, color="C0", label=f"{condition}: fitted - requested")
+        ax.axhline(0, color="0.3", lw=0.6)
+        ax.set_title(f"condition {condition}", fontsize=10)
+        ax.set_xticks(range(0, 361, 45))
+        ax.set_yticks(range(-180, 181, 45))
+        ax.set(xlim=(-10, 325 if not pts else max(360 - 45, max(a for a, _ in pts)) + 10), ylim=(-185, 185))
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower left", fontsize=7)
+    for ax in axes.flat[len(conditions):]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("requested azimuth (deg)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("azimuth error (deg)")
+    smoke = any(r.get("model_set") == "smoke" for r in rows)
+    fig.suptitle(title, fontsize=10, y=0.93 if smoke else 0.99)
+    fig.tight_layout(rect=(0, 0, 1, 0.9 if smoke else 0.96))
+    if smoke:
+        figures.mark_smoke(fig)
+    figures.save_png(fig, path)

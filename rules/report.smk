@@ -1,0 +1,66 @@
+# Report-only pages and the target that gathers everything the report shows:
+#   snakemake report_contents && snakemake --report report.html report_contents
+from fourloops.stages import report as report_stage  # aliased: `report` is Snakemake's report() flag
+
+
+rule ladder_table:
+    input:
+        table="results/ladder.csv",
+    output:
+        page=report(
+            "results/report/ladder.html",
+            caption="../report/ladder_table.rst",
+            category="Ladder",
+            labels={"figure": "ladder table"},
+        ),
+        provenance="results/provenance/ladder_table/ladder.json",
+    log:
+        "logs/ladder_table/ladder.log",
+    benchmark:
+        "benchmarks/ladder_table/ladder.tsv"
+    params:
+        model_set=config["model_set"],
+        lineage=LINEAGE,
+    threads: 1
+    resources:
+        **ASKS,
+    script:
+        "../scripts/ladder_table.py"
+
+
+rule run_plan:
+    input:
+        # after the ladder: the benchmark files of the jobs that made it are then written
+        table="results/ladder.csv",
+        plot="results/ladder.png",
+    output:
+        page=report(
+            "results/report/plan.html",
+            caption="../report/run_plan.rst",
+            category="Run",
+            labels={"figure": "walls and plan"},
+        ),
+        provenance="results/provenance/run_plan/plan.json",
+    log:
+        "logs/run_plan/plan.log",
+    benchmark:
+        "benchmarks/run_plan/plan.tsv"
+    params:
+        plan=lambda wildcards: report_stage.planned(FOURLOOPS, ["results/ladder.csv", "results/ladder.png"]),
+        model_set=config["model_set"],
+        lineage=LINEAGE,
+    threads: 1
+    resources:
+        **ASKS,
+    script:
+        "../scripts/run_plan.py"
+
+
+rule report_contents:
+    input:
+        "results/ladder.csv",
+        "results/ladder.png",
+        "results/report/ladder.html",
+        "results/report/plan.html",
+        "results/sheets/render.png",
+        expand("results/sheets/{condition}.png", condition=CONDITIONS),

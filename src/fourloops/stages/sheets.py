@@ -1,0 +1,15 @@
+"""Contact sheets for the report: the renders, and each condition's generated views, asked azimuths in a row (desk)."""
+
+from __future__ import annotations
+
+from fourloops.stage import Stage
+
+
+def sheet_stage(images: list[str], azimuths: list[int], out: str, title: str, model_set: str) -> dict:
+    from fourloops.sheets import contact_sheet
+
+    contact_sheet(images, azimuths, out, title, smoke=model_set == "smoke")
+    return {"model_set": model_set, "images": len(images)}
+
+
+STAGE = Stage(name="sheets", rules=("render_sheet", "generated_sheet"), profile="desk")
