@@ -162,13 +162,13 @@ def repo_copy(slurm, tmp_path_factory):
     return dest
 
 
-def run_on_slurm(repo: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess:
+def run_on_slurm(repo: Path, workdir: Path, *args: str, **env_extra: str) -> subprocess.CompletedProcess:
     cmd = [SNAKEMAKE, "-s", str(repo / "Snakefile"), "--workflow-profile", str(repo / "profiles" / "slurm"),
            "--directory", str(workdir), "--slurm-status-command", "squeue", "--slurm-no-account",
            "--slurm-init-seconds-before-status-checks", str(FIRST_STATUS_S), "--slurm-logdir", str(workdir / "slurm-logs"),
            "--latency-wait", "5", *args]
     env = snakemake_env(PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
-                        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+                        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]), **env_extra)
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir, timeout=600)
 
 
@@ -180,13 +180,15 @@ def test_smoke_subdag_runs_through_slurm_with_a_gpu_job(slurm, repo_copy, smoke_
     workdir = tmp_path / "work"
     workdir.mkdir()
     before = set(slurm.job_ids())
-    proc = run_on_slurm(repo_copy, workdir, "--config", "model_set=smoke", "smoke={ask_card: true}", "--", *TARGETS)
+    extra = tmp_path / "ask-card.yaml"
+    extra.write_text("smoke: {ask_card: true}\n")
+    proc = run_on_slurm(repo_copy, workdir, f"--configfile={extra}", "--config", "model_set=smoke", "--", *TARGETS)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-8000:] + slurm.logs()
-    jobs = _run("squeue", "-h", "-t", "all", "-o", "%i %P %b %T").stdout.splitlines()
+    jobs = _run("squeue", "-h", "-t", "all", "-O", "JobID:12,Partition:12,tres-per-job:40,State:12").stdout.splitlines()
     ours = {line.split()[0]: line.split()[1:] for line in jobs if line.split()[0] not in before}
     # render, the smoke detector (cpu) and keypoints (asks a card: the gpu partition, the fake card)
     assert sorted((part, gres, state) for part, gres, state in ours.values()) == [
-        ("cpu", "N/A", "COMPLETED"), ("cpu", "N/A", "COMPLETED"), ("gpu", "gres/gpu:fake:1", "COMPLETED")], jobs
+        ("cpu", "N/A", "COMPLETED"), ("cpu", "N/A", "COMPLETED"), ("gpu", "gres:gpu:fake:1", "COMPLETED")], jobs
     local = smoke_run["workdir"]
     assert {f: sha(workdir / f) for f in COMPARED} == {f: sha(local / f) for f in COMPARED}
 
@@ -209,11 +211,13 @@ def test_job_no_partition_fits_is_refused_before_any_sbatch(slurm, repo_copy, tm
 def test_failed_job_surfaces_its_log(slurm, repo_copy, tmp_path):
     workdir = tmp_path / "work"
     workdir.mkdir()
-    # the smoke detector's output path is taken by a directory: the job fails on the node
-    (workdir / "models" / "smoke" / "rfdetr-keypoint.pth").mkdir(parents=True)
-    proc = run_on_slurm(repo_copy, workdir, "--config", "model_set=smoke", "--", "models/smoke/rfdetr-keypoint.pth")
+    # Anny's cache under a regular file (the job environment is exported): render fails on the node
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    bad = blocker / "anny"
+    proc = run_on_slurm(repo_copy, workdir, "--config", "model_set=smoke", "--", "results/render/skeleton.json",
+                        ANNY_CACHE_DIR=str(bad))
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "Error in rule smoke_detector" in out, out[-6000:]
-    print(out[-6000:])
-    assert False
+    assert "Error in rule render" in out, out[-6000:]
+    assert str(bad) in out[out.index("Error in rule render"):], out[-6000:]
