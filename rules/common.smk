@@ -102,6 +102,8 @@ def detector_settings():
     det = dict(config["keypoints"])
     if SMOKE:
         det.update(weights=SMOKE_DETECTOR, device="cpu", resolution=config["smoke"]["keypoints_resolution"])
+        if config["smoke"]["ask_card"]:
+            det["ask_card"] = True
     else:
         det["weights"] = os.path.expanduser(det["weights"])
     return det

@@ -66,8 +66,13 @@ def load(path: str | Path | None = None) -> dict:
 
 
 def names(machines: dict) -> list[str]:
-    """The machines a run can target (hosts, not containers)."""
-    return [n for n, raw in machines.items() if isinstance(raw, dict) and "host" not in raw]
+    """The single machines a run can target (hosts: not containers, not SLURM clusters)."""
+    return [n for n, raw in machines.items() if isinstance(raw, dict) and "host" not in raw and "slurm" not in raw]
+
+
+def clusters(machines: dict) -> list[str]:
+    """The SLURM clusters of the file (their partitions are read by fourloops.slurm)."""
+    return [n for n, raw in machines.items() if isinstance(raw, dict) and "slurm" in raw]
 
 
 def machine(machines: dict, name: str, host: str | None = None) -> Machine:
@@ -77,6 +82,10 @@ def machine(machines: dict, name: str, host: str | None = None) -> Machine:
             f"machine = {name!r} is not in config/machines.yaml; allowed: one of {sorted(machines)}"
         )
     raw = machines[name]
+    if "slurm" in raw:  # a cluster as one machine: its largest card (the guard's limit on a node)
+        from fourloops.slurm import cluster
+
+        return max(cluster(machines, name).partitions, key=lambda p: (p.machine.vram_gib, p.machine.ram_gib)).machine
     if "host" in raw:
         base = machine(machines, host or raw["host"])
         return Machine(

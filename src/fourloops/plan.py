@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fourloops import walls
+from fourloops import slurm, walls
 from fourloops.tables import format_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,6 +38,7 @@ class PlannedJob:
     seconds: float
     seconds_source: str
     cost_usd: float
+    partition: str = ""  # on a SLURM cluster: "partition <name>", "here (desk)" or "refused"
 
 
 def benchmark_seconds(path: str | None) -> float | None:
@@ -60,6 +61,7 @@ def build(workflow, machine_name: str) -> dict:
     view = workflow_of(workflow)
     view.set_target(machine_name)
     verdict = view.check_walls(dag, machine_name)
+    placed = getattr(verdict, "placed", None)  # a SLURM cluster: the partition per job
     machines = view.machines
     jobs = {id(j): j for j in dag.needrun_jobs()}
     by_output = {}
@@ -77,7 +79,7 @@ def build(workflow, machine_name: str) -> dict:
         if pending.profile == "container":
             where = machines["container"].get("host", machine_name)
         rate = float(machines[where].get("hourly_usd", 0.0)) if where in machines else 0.0
-        cost = secs / 3600.0 * rate if pending.profile == "pod" else 0.0
+        cost = secs / 3600.0 * rate if pending.profile == "pod" and not placed else 0.0
         refused = [asdict(r) for r in checks if not r.ok]
         rows.append(PlannedJob(
             rule=pending.rule, output=pending.output, wildcards=pending.wildcards,
@@ -86,6 +88,7 @@ def build(workflow, machine_name: str) -> dict:
             verdict="fits" if not refused else "REFUSED: " + ", ".join(r["wall"] for r in refused),
             refused_walls=refused, vram_gib=round(ask.vram_mb / 1024.0, 2), vram_source=ask.vram.source,
             seconds=round(secs, 1), seconds_source=src, cost_usd=round(cost, 4),
+            partition=placed.where[pending.output] if placed else "",
         ))
         t = totals.setdefault(pending.profile, {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
         t["jobs"] += 1
@@ -96,7 +99,8 @@ def build(workflow, machine_name: str) -> dict:
         "ok": verdict.ok,
         "jobs": [asdict(r) for r in rows],
         "totals": {k: {**v, "seconds": round(v["seconds"], 1), "cost_usd": round(v["cost_usd"], 4)} for k, v in totals.items()},
-        "refusals": walls.report(verdict, machines) if not verdict.ok else "",
+        "refusals": ((slurm.report(placed, machines) if placed else walls.report(verdict, machines))
+                     if not verdict.ok else ""),
     }
 
 
@@ -111,6 +115,9 @@ def format_plan(plan: dict) -> str:
     head = ("rule", "output", "profile", f"walls on {plan['machine']}", "time", "cost", "why")
     rows = [(j["rule"], j["output"], j["profile"], j["verdict"], _hms(j["seconds"]),
              f"${j['cost_usd']:.2f}" if j["profile"] == "pod" else "-", j["why"]) for j in plan["jobs"]]
+    if any(j.get("partition") for j in plan["jobs"]):  # a SLURM cluster: where each job goes
+        head = head[:4] + ("partition",) + head[4:]
+        rows = [r[:4] + (j["partition"],) + r[4:] for r, j in zip(rows, plan["jobs"])]
     lines = [format_table(head, rows), "", "totals per machine:"]
     for prof, t in sorted(plan["totals"].items()):
         cost = f", ${t['cost_usd']:.2f}" if prof == "pod" else ""

@@ -268,7 +268,43 @@ class Workflow:
         def vram_mb(wildcards, rulename):
             return self.ask(rulename, dict(wildcards.items())).vram_mb
 
-        return {"profile": profile, "mem_mb": mem_mb, "vram_mb": vram_mb}
+        def slurm_request(name):  # under the slurm executor: the partition and card fourloops.slurm chose
+            def value(wildcards, rulename):
+                request = self.slurm_request(rulename, dict(wildcards.items()))
+                return None if request is None else request.get(name)  # None: Snakemake leaves it out
+
+            return value
+
+        out = {"profile": profile, "mem_mb": mem_mb, "vram_mb": vram_mb}
+        out.update({k: slurm_request(k) for k in ("slurm_partition", "gpu", "gpu_model", "gres", "constraint")})
+        return out
+
+    def slurm_cluster(self) -> str | None:
+        """The cluster a run under the slurm executor targets: config machine when it names one, else the
+        machines file's only cluster (None under other executors)."""
+        from fourloops import slurm
+
+        if self.executor() != slurm.EXECUTOR and self.config["machine"] not in machines.clusters(self.machines):
+            return None
+        if self.config["machine"] in machines.clusters(self.machines):
+            return self.config["machine"]
+        found = machines.clusters(self.machines)
+        if len(found) != 1:
+            raise machines.MachinesError(
+                f"machine = {self.config['machine']!r} under --executor slurm: config/machines.yaml has "
+                f"{len(found)} SLURM clusters {found}; allowed: --config machine=<one of them>")
+        return found[0]
+
+    def slurm_request(self, rulename: str, wildcards: dict) -> dict | None:
+        """The plugin's resources for one job (None: not under the slurm executor, or it runs here)."""
+        from fourloops import slurm
+
+        if self.executor() != slurm.EXECUTOR:
+            return None
+        c = slurm.cluster(self.machines, self.slurm_cluster())
+        job = walls.PendingJob(rulename, "", self.stage(rulename).profile, self.ask(rulename, wildcards), wildcards)
+        p = None if slurm.runs_here(job, c) else slurm.partition_for(job, c)
+        return None if p is None else slurm.request(job.ask, p, c)
 
     # ------------------------------------------------------------------------------ before any job
     def executor(self) -> str | None:
@@ -291,7 +327,14 @@ class Workflow:
         return int(provided) if isinstance(provided, (int, float)) and provided < 2**40 else None
 
     def check_walls(self, dag, machine_name: str | None = None) -> walls.Verdict:
-        """Every pending job against the machine it will run on (config machine, or the pod under its executor)."""
+        """Every pending job against the machine it will run on (config machine, or the pod under its executor;
+        on a SLURM cluster, the partition fourloops.slurm chooses: the verdict then carries `placed`)."""
+        cluster = machine_name if machine_name in machines.clusters(self.machines) else (
+            None if machine_name else self.slurm_cluster())
+        if cluster is not None:
+            from fourloops import slurm
+
+            return slurm.place(self.pending(dag), self.machines, cluster).verdict
         target = machine_name or self.config["machine"]
         # this invocation's --resources vram_mb caps jobs run from here; asked about another machine, its own
         # profile would declare that machine's card
@@ -304,7 +347,11 @@ class Workflow:
     def local_jobs(self, dag):
         """Pending jobs that run on this machine (pod jobs meet their needs on the pod)."""
         remote = machines.remote_tags(self.executor(), self.machines)
-        return [j for j in dag.needrun_jobs() if j.rule.output and self.stage(j.rule.name).profile not in remote]
+        jobs = [j for j in dag.needrun_jobs() if j.rule.output and self.stage(j.rule.name).profile not in remote]
+        if self.executor() == "slurm":  # partition jobs meet their needs on the node
+            placed = self.check_walls(dag).placed
+            jobs = [j for j in jobs if placed.where.get(str(j.output[0]), "").startswith("here")]
+        return jobs
 
     def preflight_problems(self, dag) -> list[str]:
         from fourloops import preflight
@@ -318,8 +365,13 @@ class Workflow:
         from snakemake.exceptions import WorkflowError
 
         verdict = self.check_walls(dag)
+        placed = getattr(verdict, "placed", None)
         if not verdict.ok:
-            raise WorkflowError(walls.report(verdict, self.machines))
+            from fourloops import slurm
+
+            raise WorkflowError(slurm.report(placed, self.machines) if placed else walls.report(verdict, self.machines))
+        if placed is not None and self.executor() == "slurm":
+            self.wf.localrules(*placed.local_rules)  # desk-device jobs run on this machine
         if self.config["model_set"] != "smoke":
             from fourloops import preflight
 

@@ -34,8 +34,15 @@ def keypoints_stage(
 def ask(ctx: AskContext, wildcards: dict, params: dict):
     from fourloops import asks
 
-    return asks.detector_ask(ctx.facts, params["detector"], n_images=len(params["azimuths"]),
-                             measured=ctx.measured, machine=ctx.machine)
+    found = asks.detector_ask(ctx.facts, params["detector"], n_images=len(params["azimuths"]),
+                              measured=ctx.measured, machine=ctx.machine)
+    if params["detector"].get("ask_card"):  # smoke.ask_card: a card reserved, the tiny detector on the CPU
+        from dataclasses import replace
+
+        gib = float(ctx.facts.get("cuda_context_gib", 0.0))
+        return replace(found, vram=asks.Figure(gib, f"smoke.ask_card: CUDA context {gib:g} GiB, nothing loaded on it"),
+                       devices=("cuda",))
+    return found
 
 
 def detector_needs(det: dict, rule: str) -> list:

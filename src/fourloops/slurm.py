@@ -1,0 +1,168 @@
+"""A SLURM cluster as a target: which partition each job goes to, and how that reaches the plugin.
+
+config/machines.yaml describes the cluster (`slurm:` partitions, their cards, RAM, time limit, and how
+the cluster asks for a card). Every pending job is checked against the partitions before anything is
+submitted (fourloops.smk.Workflow.check_walls); the same choice becomes the job's `slurm_partition` and
+gpu/gres/constraint resources (fourloops.smk.Workflow.resources), so what was checked is what is asked.
+A job asking a device no partition has but this machine (the desk) has runs here, as a local rule.
+"""
+
+from __future__ import annotations
+
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
+from dataclasses import dataclass
+
+from fourloops import walls
+from fourloops.asks import Ask
+from fourloops.machines import Machine, MachinesError, machine
+
+EXECUTOR = "slurm"  # snakemake-executor-plugin-slurm's name
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    machine: Machine  # its walls (per node)
+    gpu_model: str | None
+    gpu_constraint: str | None
+    time_limit_min: float
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    description: str
+    gpu_request: str  # gpu | gres | constraint
+    default_partition: str | None
+    partitions: tuple[Partition, ...]
+
+    def label(self) -> str:
+        return f"cluster {self.name} (partitions {', '.join(p.name for p in self.partitions)})"
+
+
+def cluster(table: dict, name: str) -> Cluster:
+    """The cluster `name` of a loaded machines file (validated by config/machines.schema.yaml)."""
+    raw = table.get(name)
+    if not isinstance(raw, dict) or "slurm" not in raw:
+        have = sorted(n for n, r in table.items() if isinstance(r, dict) and "slurm" in r)
+        raise MachinesError(f"machine = {name!r} is not a SLURM cluster of config/machines.yaml; allowed: one of {have}")
+    slurm = raw["slurm"]
+    parts = []
+    for pname, p in slurm["partitions"].items():
+        gpu = p.get("gpu") or {}
+        m = Machine(
+            name=f"{name}/{pname}", description=f"partition {pname} of {raw['description']}",
+            os=raw.get("os", "linux"), arch=raw.get("arch", "x86_64"), gpu_name=gpu.get("name"),
+            vram_gib=float(gpu.get("vram_gib", 0.0)), ram_gib=float(p["ram_gib"]),
+            devices=tuple(sorted(set(p.get("devices") or ()) | ({"cuda"} if gpu else set()))),
+            licensed=tuple(p.get("licensed") or ()), hourly_usd=0.0,
+            busy_card_limit_gib=float(raw.get("busy_card_limit_gib", 2.0)), pages_instead_of_oom=False,
+        )
+        parts.append(Partition(pname, m, gpu.get("model"), gpu.get("constraint"), float(p["time_limit_min"])))
+    default = slurm.get("default_partition")
+    if default is not None and default not in slurm["partitions"]:
+        raise MachinesError(f"{name}.slurm.default_partition = {default!r}: not a partition of the cluster; "
+                            f"allowed: one of {sorted(slurm['partitions'])}")
+    if slurm["gpu_request"] == "constraint":
+        missing = [p.name for p in parts if p.gpu_model and not p.gpu_constraint]
+        if missing:
+            raise MachinesError(f"{name}.slurm.gpu_request = 'constraint', but partition(s) {missing} name no "
+                                "gpu.constraint; allowed: a node feature per GPU partition (sinfo %f)")
+    return Cluster(name, raw["description"], slurm["gpu_request"], default, tuple(parts))
+
+
+def rows(job: walls.PendingJob, p: Partition) -> list[walls.Row]:
+    """The job's walls on one partition: the machine walls plus the partition's time limit."""
+    out = walls.check_job(job, p.machine)
+    secs = job.ask.seconds.value
+    verdict = "fits" if secs <= p.time_limit_min * 60 else "refused"
+    out.append(walls.Row("time limit", f"{secs / 60:.1f} min", f"{p.time_limit_min:g} min", verdict,
+                         job.ask.seconds.source))
+    return out
+
+
+def _size(p: Partition) -> tuple:
+    return (p.machine.vram_gib, p.machine.ram_gib, p.time_limit_min, p.name)
+
+
+def partition_for(job: walls.PendingJob, c: Cluster) -> Partition | None:
+    """The default partition when its walls fit, else the smallest that fits (None: none does)."""
+    fits = [p for p in c.partitions if all(r.ok for r in rows(job, p))]
+    for p in fits:
+        if p.name == c.default_partition:
+            return p
+    return min(fits, key=_size) if fits else None
+
+
+def runs_here(job: walls.PendingJob, c: Cluster) -> bool:
+    """A job asking a device that no partition has (the desk's Hailo USB) stays on the submitting machine."""
+    offered = {d for p in c.partitions for d in p.machine.devices}
+    return any(d not in offered for d in job.ask.devices)
+
+
+def request(ask: Ask, p: Partition, c: Cluster) -> dict:
+    """The plugin's resources for a job placed on `p`: its partition and, for a GPU job, its card in the
+    form the cluster understands (never gpu and gres together: the plugin refuses that)."""
+    out: dict = {"slurm_partition": p.name}
+    if ask.vram_mb > 0 or "cuda" in ask.devices:
+        if c.gpu_request == "gres":
+            out["gres"] = f"gpu:{p.gpu_model}:1"
+        elif c.gpu_request == "constraint":
+            out.update(gpu=1, constraint=p.gpu_constraint)
+        else:
+            out.update(gpu=1, gpu_model=p.gpu_model)
+    return out
+
+
+@dataclass
+class Placed:
+    """Where each pending job goes: a partition, here (a local rule), or nowhere (refused)."""
+
+    cluster: Cluster
+    desk: Machine
+    where: dict  # job output -> "partition <name>" | "here (<machine>)" | "refused"
+    verdict: walls.Verdict
+
+    @property
+    def local_rules(self) -> set[str]:
+        return {j.rule for j, _ in self.verdict.checked if self.where[j.output].startswith("here")}
+
+
+def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str, desk_name: str = "desk") -> Placed:
+    """Every pending job against the cluster's partitions (a desk-device job against the desk). A refused
+    job's rows are those of the partition it came closest to (fewest refused walls, then the largest)."""
+    c = cluster(table, cluster_name)
+    desk = machine(table, desk_name)
+    where, checked = {}, []
+    for job in jobs:
+        if runs_here(job, c):
+            found = walls.check_job(job, desk)
+            where[job.output] = f"here ({desk.name})" if all(r.ok for r in found) else "refused"
+            checked.append((job, found))
+            continue
+        p = partition_for(job, c)
+        if p is not None:
+            where[job.output] = f"partition {p.name}"
+            checked.append((job, rows(job, p)))
+            continue
+        closest = min(c.partitions, key=lambda q: (sum(not r.ok for r in rows(job, q)), tuple(-x for x in _size(q)[:3])))
+        where[job.output] = "refused"
+        checked.append((job, rows(job, closest)))
+    as_machine = Machine(
+        name=c.name, description=c.description + "; no partition fits", os="", arch="", gpu_name=None,
+        vram_gib=0.0, ram_gib=0.0, devices=(), licensed=(), hourly_usd=0.0, busy_card_limit_gib=0.0,
+        pages_instead_of_oom=False,
+    )
+    placed = Placed(c, desk, where, walls.Verdict(as_machine, checked))
+    placed.verdict.placed = placed  # how smk and the plan tell a cluster's verdict from a machine's
+    return placed
+
+
+def report(placed: Placed, table: dict) -> str:
+    """RFD 1165's tables for the refused jobs, headed by the cluster and its partitions."""
+    text = walls.report(placed.verdict, table)
+    first, _, rest = text.partition("\n")
+    n = len(placed.verdict.refused)
+    return (f"walls: {n} job(s) fit no partition of {placed.cluster.label()}; nothing was submitted "
+            f"(the rows are the closest partition's)." + ("\n" + rest if rest else ""))
