@@ -79,11 +79,11 @@ class _ToLog(logging.Handler):
 
 
 def _attach(stream) -> list[tuple[logging.Logger, logging.Handler]]:
+    """A handler on every DFC logger that does not reach the root's (the job's log) by itself."""
     attached = []
-    names = [n for n in logging.root.manager.loggerDict if n.startswith(("hailo", "acceleras"))]
-    for name in names or ["hailo_sdk_client"]:
+    for name in [n for n in logging.root.manager.loggerDict if n.startswith(("hailo", "acceleras"))]:
         logger = logging.getLogger(name)
-        if not logger.propagate or logger is logging.getLogger("hailo_sdk_client"):
+        if not logger.propagate:
             handler = _ToLog(stream)
             logger.addHandler(handler)
             attached.append((logger, handler))
