@@ -73,6 +73,11 @@ try:  # models.yaml and machines.yaml are validated by their own schemas (config
     FOURLOOPS = smk.workflow_of(workflow, config)
 except ValueError as err:  # ConfigError, MachinesError: the message names file, line, key and value
     raise WorkflowError(str(err)) from None
+# A precision the Hailo target cannot run is refused now, not after the compile (RFD 1165).
+from fourloops.hef import precision_problem
+
+if _precision_problem := precision_problem(config["hef"], FOURLOOPS.machines):
+    raise WorkflowError(f"invalid config (nothing was run or written):\n  {_precision_problem}")
 ASKS = FOURLOOPS.resources()
 LINEAGE = FOURLOOPS.lineage_param()
 # Before the DAG is built, outputs are checked against their provenance records (a corrupted one reruns),

@@ -10,6 +10,7 @@ LINEAGE = False  # where and whether a job runs, never what it writes: not in an
 import importlib.util
 import json
 import os
+import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ SMOKE_HINT = (
 class Need:
     """One thing a pending job needs: a device, a model snapshot, a checkpoint file or a package."""
 
-    kind: str  # "device" | "hf_model" | "checkpoint" | "model_dir" | "package"
+    kind: str  # "device" | "hf_model" | "checkpoint" | "model_dir" | "package" | "executable" | "dfc"
     what: str
     revision: str | None = None
     rule: str = ""
@@ -60,6 +61,8 @@ def check(need: Need) -> str | None:
     if need.kind == "device":
         if need.what == "cpu":
             return None
+        if need.what == "hailo_usb":
+            return hailo_device_problem(need.rule)
         count, why = _cuda_devices()
         index = int(need.what.split(":")[1]) if ":" in need.what else 0
         if count <= index:
@@ -67,6 +70,19 @@ def check(need: Need) -> str | None:
                 f"device {need.what} (rule {need.rule}): {why or f'only {count} CUDA device(s)'}; "
                 "run on a machine with an NVIDIA GPU (the desk or a pod), or set the rule's device to cpu"
             )
+        return None
+    if need.kind == "executable":
+        if shutil.which(need.what) is None:
+            from fourloops.hailort import HAILORT_DOWNLOAD
+
+            where = f"; install HailoRT from {HAILORT_DOWNLOAD}" if need.what == "hailortcli" else ""
+            return f"executable {need.what} (rule {need.rule}) is not on PATH{where}"
+        return None
+    if need.kind == "dfc":
+        if importlib.util.find_spec("hailo_sdk_client") is None:
+            from fourloops.dfc import missing_message
+
+            return f"rule {need.rule}: {missing_message(need.what or None)}"
         return None
     if need.kind == "package":
         if importlib.util.find_spec(need.what) is None:
@@ -105,6 +121,24 @@ def check(need: Need) -> str | None:
             )
         return None
     raise ValueError(f"unknown need kind {need.kind!r}")
+
+
+def hailo_device_problem(rule: str) -> str | None:
+    """None when `hailortcli scan` lists a Hailo device here."""
+    import subprocess
+
+    if shutil.which("hailortcli") is None:
+        return (f"device hailo_usb (rule {rule}): hailortcli is not on PATH, so no Hailo device can be found; "
+                "install HailoRT on the desk and plug in the Hailo USB device")
+    try:
+        proc = subprocess.run(["hailortcli", "scan"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"device hailo_usb (rule {rule}): hailortcli scan failed ({err})"
+    if proc.returncode != 0 or "Device" not in proc.stdout:
+        return (f"device hailo_usb (rule {rule}): hailortcli scan finds no Hailo device "
+                f"({(proc.stdout + proc.stderr).strip()[:200] or 'no output'}); plug it in (the desk: usb/004:013, "
+                "RFD 1163) and attach it to WSL (usbipd attach)")
+    return None
 
 
 # ------------------------------------------------------------------ is a file what it claims to be?
