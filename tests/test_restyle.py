@@ -185,3 +185,15 @@ def test_changing_the_detector_makes_drift_stale_but_not_restyle(restyled, tmp_p
     proc = run_snakemake(restyled["work"], f"--configfile={cfg}", "-n", "results/drift/ink.csv")
     assert planned_jobs(proc) == {("keypoints", "kpset=render"), ("keypoints_restyled", "kpset=restyle/ink"),
                                   ("drift", "style=ink")}, proc.stdout[-3000:]
+
+
+@pytest.mark.parametrize("extra, expect", [
+    ({"grades": {"num_pass": 0}}, "grades.num_pass = 0"),
+    ({"grades": {"score_range": 0}}, "grades.score_range = 0"),
+    ({"grades": {"score_range": -5}}, "grades.score_range = -5"),
+    ({"grades": {"precision": "int8"}}, "grades.precision = 'int8'"),
+    ({"grades": {"scorer": "OmniGen2/OmniGen2"}},
+     "grades.scorer = 'OmniGen2/OmniGen2' is generator.model = 'OmniGen2/OmniGen2': a generator scoring its own"),
+])
+def test_bad_grades_config_is_refused(tmp_path, extra, expect):
+    assert expect in refusal(tmp_path, extra)

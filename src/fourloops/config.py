@@ -227,6 +227,10 @@ def restyle_errors(config: dict) -> list[str]:
                 messages.append(f"drift.regions.{region}[{i}] = {joint!r}: unknown joint; allowed: a COCO-17 name "
                                 f"({', '.join(COCO17_NAMES)}) or a COCO-WholeBody foot, face or hand name "
                                 "(fourloops.coco.KNOWN_JOINTS)")
+    scorer = (config.get("grades") or {}).get("scorer")
+    if scorer is not None and scorer == config["generator"]["model"]:
+        messages.append(f"grades.scorer = {scorer!r} is generator.model = {config['generator']['model']!r}: a "
+                        "generator scoring its own output is not a measurement; allowed: another model")
     return messages
 
 
