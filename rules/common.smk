@@ -55,6 +55,8 @@ def az_tag(azimuth):
 
 RENDER_TAGS = [az_tag(a) for a in config["azimuths"]]
 LADDER_TAGS = [az_tag(a) for a in config["ladder"]["azimuths"]]
+STYLES = list(config["restyle"]["styles"])
+RESTYLE_TAGS = [az_tag(a) for a in config["restyle"]["azimuths"]]
 
 
 wildcard_constraints:
@@ -62,6 +64,7 @@ wildcard_constraints:
     condition="|".join(CONDITIONS),
     source="|".join(SOURCES),
     backend="|".join(SMOKE_BACKENDS),
+    style="|".join(STYLES),
 
 
 SMOKE_GENERATOR_DIR = "models/smoke/generator-{backend}"
@@ -152,6 +155,9 @@ def get_keypoint_inputs(wildcards):
     if wildcards.kpset == "render":
         images = [render_image(t) for t in RENDER_TAGS]
         manifest = []
+    elif wildcards.kpset.startswith("restyle/"):
+        images = [f"results/{wildcards.kpset}/az{t}.png" for t in RESTYLE_TAGS]
+        manifest = [f"results/{wildcards.kpset}/views.json"]
     else:
         images = [f"results/generate/{wildcards.kpset}/az{t}.png" for t in LADDER_TAGS]
         manifest = [f"results/generate/{wildcards.kpset}/views.json"]
@@ -195,4 +201,29 @@ def get_ladder_inputs(wildcards):
     return {
         "fits": expand("results/fit/{source}.json", source=SOURCES),
         "manifests": expand("results/generate/{condition}/views.json", condition=CONDITIONS),
+    }
+
+
+def get_restyle_inputs(wildcards):
+    inputs = {"references": [render_image(t) for t in RESTYLE_TAGS]}
+    if SMOKE:
+        inputs["model"] = generator_settings()["model"]
+    return inputs
+
+
+def get_restyle_params(wildcards):
+    return {
+        "style": wildcards.style,
+        "instruction": config["restyle"]["styles"][wildcards.style],
+        "azimuths": list(config["restyle"]["azimuths"]),
+        "seed": config["restyle"]["seed"],
+        "model_set": config["model_set"],
+        "generator": generator_settings(),
+    }
+
+
+def get_drift_inputs(wildcards):
+    return {
+        "render": [f"results/keypoints/render/az{t}.json" for t in RESTYLE_TAGS],
+        "restyled": [f"results/keypoints/restyle/{wildcards.style}/az{t}.json" for t in RESTYLE_TAGS],
     }

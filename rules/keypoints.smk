@@ -36,3 +36,16 @@ use rule keypoints as keypoints_generated with:
         azimuths=config["ladder"]["azimuths"],
         model_set=config["model_set"],
         lineage=LINEAGE,
+
+
+use rule keypoints as keypoints_restyled with:
+    output:
+        points=expand("results/keypoints/{{kpset}}/az{az}.json", az=RESTYLE_TAGS),
+        provenance="results/provenance/keypoints/{kpset}.json",
+    wildcard_constraints:
+        kpset="|".join(f"restyle/{s}" for s in STYLES),
+    params:
+        detector=detector_settings(),
+        azimuths=config["restyle"]["azimuths"],
+        model_set=config["model_set"],
+        lineage=LINEAGE,

@@ -204,6 +204,33 @@ def semantic_errors(config: dict, backends: Iterable[str], smoke_backends: Itera
                 f"conditions.{name}.lora = true: the camera LoRA rule does not exist in this workflow yet, "
                 "so a LoRA condition cannot run; allowed: false"
             )
+    return messages + restyle_errors(config)
+
+
+def restyle_errors(config: dict) -> list[str]:
+    """The restyle, drift and grades slices (config/schema.d): what their schemas cannot say."""
+    from fourloops.coco import COCO17_NAMES, KNOWN_JOINTS
+
+    messages = []
+    azimuths = list(config["azimuths"])
+    restyle = config.get("restyle") or {}
+    for name, instruction in (restyle.get("styles") or {}).items():
+        if not instruction.strip():
+            messages.append(f"restyle.styles.{name} = {instruction!r}: an empty instruction; allowed: the text the "
+                            "generator is asked to restyle the render with")
+    for i, az in enumerate(restyle.get("azimuths") or []):
+        if az not in azimuths:
+            messages.append(f"restyle.azimuths[{i}] = {az}: no render at that azimuth; allowed: one of azimuths {azimuths}")
+    for region, joints in ((config.get("drift") or {}).get("regions") or {}).items():
+        for i, joint in enumerate(joints):
+            if joint not in KNOWN_JOINTS:
+                messages.append(f"drift.regions.{region}[{i}] = {joint!r}: unknown joint; allowed: a COCO-17 name "
+                                f"({', '.join(COCO17_NAMES)}) or a COCO-WholeBody foot, face or hand name "
+                                "(fourloops.coco.KNOWN_JOINTS)")
+    scorer = (config.get("grades") or {}).get("scorer")
+    if scorer is not None and scorer == config["generator"]["model"]:
+        messages.append(f"grades.scorer = {scorer!r} is generator.model = {config['generator']['model']!r}: a "
+                        "generator scoring its own output is not a measurement; allowed: another model")
     return messages
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from fourloops.card import check_card
@@ -28,20 +29,40 @@ def generate_stage(
     reference_azimuths: list[int],
     machine: str = "desk",
 ) -> dict:
-    """Every requested view of one condition from one model load.
+    """Every requested view of one condition from one model load (`views_from_one_load`)."""
+    if lora:
+        raise ValueError(f"condition {condition}: the camera LoRA rule does not exist yet")
+    if len(images_out) != len(azimuths):
+        raise ValueError(f"{len(images_out)} outputs for {len(azimuths)} azimuths")
+    views = [View(str(a), out, list(references), prompt.format(azimuth=a), int(seed) + int(a))
+             for a, out in zip(azimuths, images_out)]
+    head = {"condition": condition, "model_set": model_set}
+    tail = {"references": list(references), "reference_azimuths": list(reference_azimuths), "lora": bool(lora)}
+    return views_from_one_load(views, manifest_out, generator, machine, head, tail) | {"seed": int(seed)}
+
+
+@dataclass(frozen=True)
+class View:
+    key: str  # the manifest's key for the view (the azimuth)
+    out: str
+    references: list[str]
+    prompt: str
+    seed: int
+
+
+def views_from_one_load(views: list[View], manifest_out: str, generator: dict, machine: str, head: dict,
+                        tail: dict) -> dict:
+    """One generator load makes every view (generate, restyle).
 
     Views are staged in a hidden folder and moved into place only when all are done; the manifest,
     which the next stage depends on, is written last. A killed job leaves only the hidden folder.
+    Returns the provenance fields (models, precision, model_loads).
     """
     from PIL import Image
 
     from fourloops import generate as gen
     from fourloops.io import save_image
 
-    if lora:
-        raise ValueError(f"condition {condition}: the camera LoRA rule does not exist yet")
-    if len(images_out) != len(azimuths):
-        raise ValueError(f"{len(images_out)} outputs for {len(azimuths)} azimuths")
     out_dir = Path(manifest_out).parent
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob(STAGING_PREFIX + "*"):
@@ -50,7 +71,13 @@ def generate_stage(
     staging.mkdir()
 
     size = int(generator["size"])
-    refs = [Image.open(p).convert("RGB").resize((size, size), Image.Resampling.LANCZOS) for p in references]
+    loaded: dict[str, object] = {}
+
+    def reference(path: str):
+        if path not in loaded:
+            loaded[path] = Image.open(path).convert("RGB").resize((size, size), Image.Resampling.LANCZOS)
+        return loaded[path]
+
     settings = {
         "num_inference_steps": int(generator["steps"]),
         "guidance": float(generator["guidance"]),
@@ -66,42 +93,37 @@ def generate_stage(
         generator["device"], settings,
     )
     load_seconds = time.perf_counter() - t0
-    views = {}
-    for azimuth, out in zip(azimuths, images_out):
-        text = prompt.format(azimuth=azimuth)
-        view_seed = int(seed) + int(azimuth)
+    made = {}
+    for view in views:
         t1 = time.perf_counter()
-        image = model.generate(refs, text, view_seed)
+        image = model.generate([reference(p) for p in view.references], view.prompt, view.seed)
         seconds = time.perf_counter() - t1
-        save_image(staging / Path(out).name, image)
-        views[str(azimuth)] = {"image": str(out), "prompt": text, "seed": view_seed, "seconds": round(seconds, 4)}
+        save_image(staging / Path(view.out).name, image)
+        made[view.key] = {"image": str(view.out), "prompt": view.prompt, "seed": view.seed,
+                          "seconds": round(seconds, 4)}
 
     from fourloops.provenance import peak_vram_gib
 
     peak = peak_vram_gib()
-    for out in images_out:
-        os.replace(staging / Path(out).name, out)
+    for view in views:
+        os.replace(staging / Path(view.out).name, view.out)
     staging.rmdir()
     description = model.describe()
     write_json(
         manifest_out,
         {
-            "condition": condition,
-            "model_set": model_set,
+            **head,
             "generator": {k: generator[k] for k in ("backend", "model", "revision", "precision", "device")},
             "model": description,
             "model_loads": gen.LOADS - loads_before,
             "load_seconds": round(load_seconds, 4),
-            "references": list(references),
-            "reference_azimuths": list(reference_azimuths),
-            "lora": bool(lora),
+            **tail,
             "peak_vram_gib": peak,
-            "views": views,
+            "views": made,
         },
     )
     return {
         "models": [description],
-        "seed": int(seed),
         "precision": generator["precision"],
         "model_loads": gen.LOADS - loads_before,
     }

@@ -62,5 +62,5 @@ def measures(record: dict) -> str | None:
     return detector_key(det) if isinstance(det, dict) and "resolution" in det else None
 
 
-STAGE = Stage(name="keypoints", rules=("keypoints", "keypoints_generated"), profile="desk", ask=ask, needs=needs,
+STAGE = Stage(name="keypoints", rules=("keypoints", "keypoints_generated", "keypoints_restyled"), profile="desk", ask=ask, needs=needs,
               measures=measures)

@@ -1,0 +1,26 @@
+# Keypoint drift per style: the renders' detected keypoints against the restyled views'.
+
+
+rule drift:
+    input:
+        unpack(get_drift_inputs),
+    output:
+        table="results/drift/{style}.csv",
+        regions="results/drift/{style}.regions.csv",
+        png="results/drift/{style}.png",
+        provenance="results/provenance/drift/{style}.json",
+    log:
+        "logs/drift/{style}.log",
+    benchmark:
+        "benchmarks/drift/{style}.tsv"
+    params:
+        style=lambda wildcards: wildcards.style,
+        azimuths=config["restyle"]["azimuths"],
+        drift=config["drift"],
+        model_set=config["model_set"],
+        lineage=LINEAGE,
+    threads: 1
+    resources:
+        **ASKS,
+    script:
+        "../scripts/drift.py"

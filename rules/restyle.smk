@@ -1,0 +1,23 @@
+# Every configured render restyled per style: one job per style loads the generator once.
+
+
+rule restyle:
+    input:
+        unpack(get_restyle_inputs),
+    output:
+        images=expand("results/restyle/{{style}}/az{az}.png", az=RESTYLE_TAGS),
+        manifest="results/restyle/{style}/views.json",
+        provenance="results/provenance/restyle/{style}.json",
+    log:
+        "logs/restyle/{style}.log",
+    benchmark:
+        "benchmarks/restyle/{style}.tsv"
+    params:
+        job=get_restyle_params,
+        model_set=config["model_set"],
+        lineage=LINEAGE,
+    threads: 1
+    resources:
+        **ASKS,
+    script:
+        "../scripts/restyle.py"
