@@ -227,3 +227,11 @@ def get_drift_inputs(wildcards):
         "render": [f"results/keypoints/render/az{t}.json" for t in RESTYLE_TAGS],
         "restyled": [f"results/keypoints/restyle/{wildcards.style}/az{t}.json" for t in RESTYLE_TAGS],
     }
+
+
+def hef_settings():
+    return dict(config["hef"], dfc_wheel=os.path.expanduser(config["hef"]["dfc_wheel"]) if config["hef"]["dfc_wheel"] else None)
+
+
+def hef_detector_inputs(wildcards):
+    return {"weights": SMOKE_DETECTOR} if SMOKE else {}

@@ -4,14 +4,6 @@
 #   snakemake results/hef/rfdetr-keypoint.latency.csv
 
 
-def hef_settings():
-    return dict(config["hef"], dfc_wheel=os.path.expanduser(config["hef"]["dfc_wheel"]) if config["hef"]["dfc_wheel"] else None)
-
-
-def hef_detector_inputs(wildcards):
-    return {"weights": SMOKE_DETECTOR} if SMOKE else {}
-
-
 rule hef_export:
     input:
         unpack(hef_detector_inputs),
