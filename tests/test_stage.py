@@ -223,8 +223,8 @@ def test_a_new_stage_is_seen_by_walls_preflight_plan_and_lineage(repo_copy, buil
     # the preflight (a real run, in its own directory): the toy's checkpoint is named before any job
     real = tmp_path / "real"
     real.mkdir()
-    cmd = [SNAKEMAKE, "-s", str(toy / "Snakefile"), "--directory", str(real), "-c1", "--config", "model_set=real",
-           "machine=pod", "--", "results/toy/out.json"]
+    cmd = [SNAKEMAKE, "-s", str(toy / "Snakefile"), "--directory", str(real), "-c1", "--resources", "vram_mb=46000",
+           "--config", "model_set=real", "machine=pod", "--", "results/toy/out.json"]  # the pod's card, as profiles/pod
     proc = subprocess.run(cmd, capture_output=True, text=True, env=copy_env(toy), cwd=real, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "weights /nonexistent/toy.pth (rule toy): does not exist" in out, out[-3000:]
