@@ -174,3 +174,15 @@ def test_a_grade_with_nan_is_written_nan_not_a_number():
     s = summarise(table, "ink", "real")
     assert s["figures"]["overall"]["mean"] == pytest.approx(math.sqrt(24)) and s["figures"]["overall"]["nan"] == 1
     assert s["reasons"] == [{"azimuth": 90, "parse_status": "refusal", "reason": "the scorer refused"}]
+
+
+@pytest.mark.parametrize("extra, expect", [
+    ({"grades": {"decoding": "beam"}}, "grades.decoding = 'beam'"),
+    ({"grades": {"scorer_revision": ""}}, "grades.scorer_revision = ''"),
+    ({"grades": {"max_new_tokens": 0}}, "grades.max_new_tokens = 0"),
+    ({"grades": {"device": "gpu"}}, "grades.device = 'gpu'"),
+])
+def test_bad_scorer_settings_are_refused_when_the_config_is_read(tmp_path, extra, expect):
+    from test_restyle import refusal
+
+    assert expect in refusal(tmp_path, extra)
