@@ -9,7 +9,8 @@ Prints peak VRAM (torch) against the wall check's ask, and the encode/decode spl
 byte-level one (the real one is not on this machine), so a prompt has ~4x the real token count: prefill is slower
 than the real model's by that much text; image tokens are the real count. The EditScore adapter's rank and targets
 are not known offline: r=16 on the attention and MLP projections is ASSUMED (~40 M parameters, <0.1 GiB at bf16).
-`prompts.json`: {"sc": ..., "pq": ...} from `fourloops.grading.prompts(25)` (editscore is not on the GPU machine).
+`prompts.json`: {"sc": ..., "pq": ...} from `fourloops.grading.prompts(25)` (editscore is not on the GPU machine);
+bench/grades_gpu_env.sh makes it and the wheels the lent H200 lacks.
 """
 
 from __future__ import annotations
