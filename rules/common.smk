@@ -69,6 +69,7 @@ wildcard_constraints:
 
 SMOKE_GENERATOR_DIR = "models/smoke/generator-{backend}"
 SMOKE_DETECTOR = "models/smoke/rfdetr-keypoint.pth"
+SMOKE_SCORER_DIR = "models/smoke/scorer"
 
 # fourloops' view of this workflow; the stage files use its ASKS (as resources) and LINEAGE (a param).
 smk.check_model_set(config["model_set"])
@@ -235,3 +236,42 @@ def hef_settings():
 
 def hef_detector_inputs(wildcards):
     return {"weights": SMOKE_DETECTOR} if SMOKE else {}
+
+
+def scorer_settings():
+    """The scorer as the run uses it: the configured base + adapter, or the smoke set's tiny pair (CPU, fp32)."""
+    g = config["grades"]
+    s = {"base": g["scorer"], "base_revision": g["scorer_revision"], "adapter": g["adapter"],
+         "adapter_revision": g["adapter_revision"], "precision": g["precision"], "device": g["device"],
+         "decoding": g["decoding"], "temperature": g["temperature"], "max_new_tokens": g["max_new_tokens"]}
+    if SMOKE:
+        s.update(base=f"{SMOKE_SCORER_DIR}/base", base_revision=None, adapter=f"{SMOKE_SCORER_DIR}/adapter",
+                 adapter_revision=None, precision="fp32", device="cpu",
+                 max_new_tokens=config["smoke"]["scorer_max_new_tokens"])
+    return s
+
+
+def get_grades_inputs(wildcards):
+    inputs = {
+        "renders": [render_image(t) for t in RESTYLE_TAGS],
+        "restyled": [f"results/restyle/{wildcards.style}/az{t}.png" for t in RESTYLE_TAGS],
+        "manifest": f"results/restyle/{wildcards.style}/views.json",
+    }
+    if SMOKE:
+        inputs["model"] = SMOKE_SCORER_DIR
+    return inputs
+
+
+def get_grades_params(wildcards):
+    g = config["grades"]
+    return {
+        "style": wildcards.style,
+        "instruction": config["restyle"]["styles"][wildcards.style],
+        "azimuths": list(config["restyle"]["azimuths"]),
+        "scorer": scorer_settings(),
+        "score_range": g["score_range"],
+        "num_pass": g["num_pass"],
+        "retries": g["retries"],
+        "seed": g["seed"],
+        "model_set": config["model_set"],
+    }

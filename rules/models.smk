@@ -40,3 +40,22 @@ rule smoke_detector:
         **ASKS,
     script:
         "../scripts/smoke_detector.py"
+
+
+rule smoke_scorer:
+    output:
+        model=directory(SMOKE_SCORER_DIR),
+        provenance="results/provenance/smoke_scorer/qwen3-vl.json",
+    log:
+        "logs/smoke_scorer/qwen3-vl.log",
+    benchmark:
+        "benchmarks/smoke_scorer/qwen3-vl.tsv"
+    params:
+        seed=config["smoke"]["seed"],
+        model_set="smoke",
+        lineage=LINEAGE,
+    threads: 1
+    resources:
+        **ASKS,
+    script:
+        "../scripts/smoke_scorer.py"

@@ -195,6 +195,10 @@ def generator_key(gen: dict) -> str:
     return f"generator/{gen['backend']}/{gen['precision']}/{gen['size']}"
 
 
+def scorer_key(scorer: dict) -> str:
+    return f"scorer/qwen3_vl_8b/{scorer['precision']}"
+
+
 def detector_key(det: dict) -> str:
     return f"detector/rfdetr_keypoint_preview/fp32/{det['resolution']}"
 
@@ -274,6 +278,37 @@ def detector_ask(
         vram = _with_context(facts, _peak(facts, measured, machine, detector_key(det), name, estimate))
         return Ask(vram=vram, ram=ram, seconds=seconds, devices=("cuda",), model=name)
     return Ask(vram=Figure(0.0, "cpu device: no VRAM"), ram=ram, seconds=seconds, model=name)
+
+
+def scorer_ask(
+    facts: dict, scorer: dict, *, n_views: int = 1, num_pass: int = 1, measured: Measurements | None = None,
+    machine: str = "desk",
+) -> Ask:
+    """One grades job: the Qwen3-VL-8B scorer (the LoRA adapter's few MB not counted) at its precision."""
+    name = "qwen3_vl_8b"
+    model = facts["models"][name]
+    precision = scorer["precision"]
+
+    def estimate() -> Figure:
+        row = seed_row(facts, name, precision=precision, resolution=512)
+        if row is not None:
+            return row
+        gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=512)
+        return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+
+    if _cuda(scorer["device"]):
+        vram = _with_context(facts, _peak(facts, measured, machine, scorer_key(scorer), name, estimate))
+        devices: tuple[str, ...] = ("cuda",)
+    else:
+        vram, devices = Figure(0.0, "cpu device: no VRAM"), ()
+    bf16 = sum(component_gib(facts, model, c, "bf16") for c in model["components"])
+    host = float(facts["stages"]["generate_host_gib"])
+    ram = Figure(bf16 + host, f"estimate: one bf16 copy of the weights streams through memory {bf16:.2f} + host {host:g}")
+    secs = model.get("seconds") or {}
+    per = float(secs.get("per_image", 36))
+    seconds = Figure(float(secs.get("load", 60)) + n_views * num_pass * per,
+                     f"estimate: load + {n_views} views x {num_pass} passes x {per:g} s (models.yaml seconds)")
+    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
 
 
 def stage_ask(facts: dict, stage: str) -> Ask:

@@ -25,8 +25,8 @@ SMOKE_HINT = (
 class Need:
     """One thing a pending job needs: a device, a model snapshot, a checkpoint file or a package."""
 
-    kind: str  # "device" | "hf_model" | "checkpoint" | "model_dir" | "package" | "executable" | "dfc"
-    what: str
+    kind: str  # "device" | "hf_model" | "checkpoint" | "model_dir" | "package" | "executable" | "dfc" | "unpinned"
+    what: str  # "unpinned": a hub id whose revision config key (in `revision`) is unset
     revision: str | None = None
     rule: str = ""
 
@@ -86,11 +86,17 @@ def check(need: Need) -> str | None:
         return None
     if need.kind == "package":
         if importlib.util.find_spec(need.what) is None:
+            if need.what != "omnigen2":
+                return (f"package {need.what} (rule {need.rule}) is not installed; install the pod environment, "
+                        "which pins it: pip install -r envs/pod.lock")
             return (
                 f"package {need.what} (rule {need.rule}) is not installed; it is not on PyPI: install the "
                 "pod environment: pip install -r envs/pod.txt && envs/omnigen2.sh"
             )
         return None
+    if need.kind == "unpinned":  # a real run loads pinned weights only
+        return (f"config {need.revision} is not set (rule {need.rule}): pin the hub commit of {need.what} "
+                f"(`hf download {need.what}` prints the snapshot path; its last part is the commit)")
     if need.kind == "checkpoint":
         why = checkpoint_problem(need.what)
         if why:

@@ -1,0 +1,24 @@
+# EditScore grades of every restyled view of a style, against its render: one scorer load per style,
+# in its own job (never the generator's process).
+
+
+rule grades:
+    input:
+        unpack(get_grades_inputs),
+    output:
+        table="results/grades/{style}.csv",
+        summary="results/grades/{style}.summary.json",
+        provenance="results/provenance/grades/{style}.json",
+    log:
+        "logs/grades/{style}.log",
+    benchmark:
+        "benchmarks/grades/{style}.tsv"
+    params:
+        job=get_grades_params,
+        model_set=config["model_set"],
+        lineage=LINEAGE,
+    threads: 1
+    resources:
+        **ASKS,
+    script:
+        "../scripts/grades.py"

@@ -1,0 +1,135 @@
+"""EditScore grades of each restyled view against its render (pod; its own job and process, never the generator's)."""
+
+from __future__ import annotations
+
+import math
+
+from fourloops.stage import AskContext, Stage
+
+FIGURES = ("prompt_following", "consistency", "perceptual_quality", "overall")
+COLUMNS = (
+    "style", "azimuth", "render", "image", *FIGURES, "parse_status", "reason", "sc_reasoning", "pq_reasoning", "raw",
+    "attempts", "score_range", "num_pass", "retries", "seed", "decoding", "precision", "encode_seconds",
+    "decode_seconds", "prompt_tokens", "generated_tokens", "scorer", "adapter", "model_set",
+)
+
+
+def grades_stage(renders: list[str], restyled: list[str], manifest: str, csv_out: str, summary_out: str, style: str,
+                 instruction: str, azimuths: list[int], scorer: dict, score_range: int, num_pass: int, retries: int,
+                 seed: int, model_set: str, machine: str = "desk") -> dict:
+    """One scorer load grades every restyled view of `style`: a row per view, NaN with the reason when unparsed."""
+    import pandas as pd
+    from PIL import Image
+
+    from fourloops import grading
+    from fourloops import scorer as sc
+    from fourloops.card import check_card
+    from fourloops.io import atomic_path, read_json, write_json
+
+    if not (len(renders) == len(restyled) == len(azimuths)):
+        raise ValueError(f"{len(renders)} renders, {len(restyled)} restyled views, {len(azimuths)} azimuths")
+    made = read_json(manifest)
+    if made.get("instruction") != instruction:  # grade the instruction the views were made with, or nothing
+        raise ValueError(f"{manifest} was made with instruction {made.get('instruction')!r}, the config gives "
+                         f"{instruction!r}: restyle {style} again first")
+    spec = sc.ScorerSpec(scorer["base"], scorer["base_revision"], scorer["adapter"], scorer["adapter_revision"],
+                         scorer["precision"], scorer["device"], scorer["decoding"], float(scorer["temperature"]),
+                         int(scorer["max_new_tokens"]))
+    check_card(spec.device, machine)
+    model = sc.load_scorer(spec)
+    rows = []
+    for i, (az, ref, new) in enumerate(zip(azimuths, renders, restyled)):
+        with Image.open(ref) as a, Image.open(new) as b:
+            render_im, restyled_im = a.convert("RGB"), b.convert("RGB")
+        # each view its own seed range: seed + view x passes x attempts (grade_view adds pass and attempt)
+        view_seed = int(seed) + i * int(num_pass) * (int(retries) + 1)
+        g = grading.grade_view(model, render_im, restyled_im, instruction, int(score_range), int(num_pass),
+                               view_seed, int(retries))
+        rows.append({
+            "style": style, "azimuth": int(az), "render": ref, "image": new,
+            **{f: getattr(g, f) for f in FIGURES},
+            "parse_status": g.parse_status, "reason": g.reason, "sc_reasoning": g.sc_reasoning,
+            "pq_reasoning": g.pq_reasoning, "raw": g.raw, "attempts": g.attempts, "score_range": int(score_range),
+            "num_pass": int(num_pass), "retries": int(retries), "seed": view_seed, "decoding": spec.decoding,
+            "precision": spec.precision, "encode_seconds": round(g.encode_seconds, 4),
+            "decode_seconds": round(g.decode_seconds, 4), "prompt_tokens": g.prompt_tokens,
+            "generated_tokens": g.generated_tokens, "scorer": spec.base, "adapter": spec.adapter,
+            "model_set": model_set,
+        })
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    with atomic_path(csv_out) as tmp:
+        table.to_csv(tmp, index=False, na_rep="NaN", float_format="%.6g")
+    summary = summarise(table, style, model_set)
+    write_json(summary_out, summary)
+    return {"models": [model.describe()], "precision": spec.precision, "seed": int(seed),
+            "model_loads": 1, "grades": {f: summary["figures"][f]["mean"] for f in FIGURES},
+            "unparsed_views": summary["unparsed_views"]}
+
+
+def summarise(table, style: str, model_set: str) -> dict:
+    """Mean of each figure over the views that parsed, how many did not, and why (never a number for none)."""
+    figures = {}
+    for f in FIGURES:
+        values = [float(v) for v in table[f] if not math.isnan(float(v))]
+        figures[f] = {"mean": sum(values) / len(values) if values else None, "views": len(values),
+                      "nan": int(len(table) - len(values)),
+                      "why_no_mean": "" if values else "no view's answers parsed (see reasons)"}
+    failed = table[table["parse_status"] != "ok"]
+    return {
+        "style": style, "model_set": model_set, "views": int(len(table)), "unparsed_views": int(len(failed)),
+        "figures": figures,
+        "reasons": [{"azimuth": int(r.azimuth), "parse_status": r.parse_status, "reason": r.reason}
+                    for r in failed.itertuples()],
+        "encode_seconds": float(table["encode_seconds"].sum()), "decode_seconds": float(table["decode_seconds"].sum()),
+        "scale": "0-10 (EditScore: score / (score_range / 10))",
+    }
+
+
+# ------------------------------------------------------------------------------------ declaration
+def ask(ctx: AskContext, wildcards: dict, params: dict):
+    from fourloops import asks
+
+    job = params["job"]
+    if job["model_set"] == "smoke":  # the tiny scorer on the CPU
+        return asks.stage_ask(ctx.facts, "smoke_grades")
+    return asks.scorer_ask(ctx.facts, job["scorer"], n_views=len(job["azimuths"]), num_pass=int(job["num_pass"]),
+                           measured=ctx.measured, machine=ctx.machine)
+
+
+def needs(params: dict) -> list:
+    """The device; bitsandbytes for nf4; the base and the adapter, each pinned, in the HF cache or a local directory."""
+    import os
+    from pathlib import Path
+
+    from fourloops.preflight import Need
+
+    s = params["job"]["scorer"]
+    out = [Need("device", s["device"], rule="grades")]
+    if s["precision"] == "nf4":
+        out.append(Need("package", "bitsandbytes", rule="grades"))
+        if not str(s["device"]).startswith("cuda"):  # the config check allows it; the machine cannot
+            out.append(Need("device", "cuda", rule="grades"))
+    for key, model, revision in (("grades.scorer_revision", s["base"], s["base_revision"]),
+                                 ("grades.adapter_revision", s["adapter"], s["adapter_revision"])):
+        local = os.path.expanduser(model)
+        if Path(local).is_dir():
+            if key == "grades.scorer_revision":  # an adapter directory has no config.json to check
+                out.append(Need("model_dir", local, rule="grades"))
+        elif revision is None:
+            out.append(Need("unpinned", model, key, rule="grades"))
+        else:
+            out.append(Need("hf_model", model, revision, rule="grades"))
+    return out
+
+
+def measures(record: dict) -> str | None:
+    from fourloops.asks import scorer_key
+
+    scorer = ((record.get("params") or {}).get("job") or {}).get("scorer")
+    if isinstance(scorer, dict) and "precision" in scorer and record.get("model_set") != "smoke":
+        return scorer_key(scorer)
+    return None
+
+
+STAGE = Stage(name="grades", rules=("grades",), profile="pod", ask=ask, needs=needs, measures=measures,
+              keep_last_good=True)

@@ -1,0 +1,188 @@
+"""EditScore grades of the restyled views: the scorer's loading, what a real run needs and asks, the gate on an
+NF4 grade table, and one smoke sub-DAG (restyle -> grades, beside drift) from the finished smoke ladder."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO, run_snakemake
+from fourloops import asks, preflight, scorer as sc
+from fourloops.stage import AskContext, stage_for
+
+STYLES = {"ink": "Redraw this image as a black ink drawing; keep the person's pose exactly."}
+FACTS = asks.load_facts(REPO / "config" / "models.yaml")
+
+
+def write_config(path, **grades):
+    path.write_text(yaml.safe_dump({"restyle": {"styles": STYLES, "azimuths": [0, 90]},
+                                    "grades": {"num_pass": 1} | grades}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def graded(smoke_run, tmp_path_factory):
+    """The finished smoke ladder's workdir, copied, with one style restyled, drifted and graded (2 views)."""
+    work = tmp_path_factory.mktemp("grades") / "work"
+    shutil.copytree(smoke_run["workdir"], work, symlinks=True)
+    cfg = write_config(work.parent / "grades.yaml")
+    t0 = time.perf_counter()
+    proc = run_snakemake(work, f"--configfile={cfg}", "results/drift/ink.csv", "results/grades/ink.csv")
+    return {"work": work, "proc": proc, "seconds": time.perf_counter() - t0}
+
+
+# ----------------------------------------------------------------------------- the smoke sub-DAG
+def test_the_random_tiny_scorer_gets_nan_with_the_raw_text_and_the_reason_never_a_number(graded):
+    work = graded["work"]
+    table = pd.read_csv(work / "results" / "grades" / "ink.csv", keep_default_na=False)
+    assert list(table["azimuth"]) == [0, 90] and set(table["model_set"]) == {"smoke"}
+    for f in ("prompt_following", "consistency", "perceptual_quality", "overall"):
+        assert list(table[f]) == ["NaN", "NaN"], f
+    assert all(s != "ok" for s in table["parse_status"])
+    assert all("SC pass 0" in r and "PQ pass 0" in r for r in table["reason"])
+    assert all(r.startswith("SC pass 0 attempt 0: ") for r in table["raw"])
+    assert list(table["attempts"]) == [4, 4]  # SC and PQ, each asked once more (retries 1)
+    assert set(table["num_pass"]) == {1} and set(table["score_range"]) == {25} and set(table["precision"]) == {"fp32"}
+    assert list(table["seed"]) == [42, 44] and set(table["decoding"]) == {"greedy"}
+    # encode (prefill to the first token) and decode (the other tokens) timed apart; 4 answers of 16 tokens
+    assert (table["encode_seconds"].astype(float) > 0).all() and (table["decode_seconds"].astype(float) > 0).all()
+    assert (table["prompt_tokens"] > 1000).all() and list(table["generated_tokens"]) == [64, 64]
+    summary = json.loads((work / "results" / "grades" / "ink.summary.json").read_text())
+    assert summary["views"] == 2 and summary["unparsed_views"] == 2 and summary["model_set"] == "smoke"
+    assert summary["figures"]["overall"] == {"mean": None, "views": 0, "nan": 2,
+                                             "why_no_mean": "no view's answers parsed (see reasons)"}
+    assert [r["azimuth"] for r in summary["reasons"]] == [0, 90]
+    print(f"restyle + drift + grades sub-DAG: {graded['seconds']:.1f} s")
+
+
+def test_the_scorer_ran_in_its_own_job_with_the_adapter_unmerged(graded):
+    work = graded["work"]
+    record = json.loads((work / "results" / "provenance" / "grades" / "ink.json").read_text())
+    (model,) = record["models"]
+    assert model["role"] == "scorer" and model["adapter_merged"] is False and model["precision"] == "fp32"
+    assert model["model"] == "models/smoke/scorer/base" and model["adapter"] == "models/smoke/scorer/adapter"
+    assert model["revision_kind"] == model["adapter_revision_kind"] == "local_dir_sha256"
+    assert record["model_set"] == "smoke" and record["model_loads"] == 1
+    restyle = json.loads((work / "results" / "provenance" / "restyle" / "ink.json").read_text())
+    assert restyle["models"][0]["backend"] == "qwen_image_edit_plus"  # the generator's record, not the scorer's
+    built = json.loads((work / "models" / "smoke" / "scorer" / "smoke.json").read_text())
+    assert built["model_set"] == "smoke" and built["seed"] == 7
+
+
+def test_the_smoke_pair_loads_through_the_real_code_path_with_lora_layers_and_answers_deterministically(graded):
+    import peft
+
+    base = graded["work"] / "models" / "smoke" / "scorer"
+    spec = sc.ScorerSpec(str(base / "base"), None, str(base / "adapter"), None, "fp32", "cpu", max_new_tokens=8)
+    scorer = sc.load_scorer(spec)
+    lora = [m for m in scorer.model.modules() if isinstance(m, peft.tuners.lora.LoraLayer)]
+    assert len(lora) == 2  # q_proj and v_proj of the one layer, unmerged
+    assert not any(getattr(m, "merged", False) for m in lora)
+    from PIL import Image
+
+    ims = [Image.new("RGB", (64, 64), (200, 10, 10)), Image.new("RGB", (64, 64), (10, 10, 200))]
+    first, again = scorer.answer(ims, "Rate it.", 3), scorer.answer(ims, "Rate it.", 3)
+    assert first.text == again.text and first.generated_tokens == 8
+    sampled = sc.load_scorer(sc.ScorerSpec(**{**spec.__dict__, "decoding": "sample", "temperature": 1.0}))
+    assert sampled.answer(ims, "Rate it.", 5).text == sampled.answer(ims, "Rate it.", 5).text
+
+
+def test_changing_num_pass_makes_only_the_grades_stale(graded, tmp_path):
+    from test_workflow import planned_jobs
+
+    cfg = write_config(tmp_path / "two.yaml", num_pass=2)
+    proc = run_snakemake(graded["work"], f"--configfile={cfg}", "-n", "results/drift/ink.csv",
+                         "results/grades/ink.csv")
+    assert planned_jobs(proc) == {("grades", "style=ink")}, proc.stdout[-3000:]
+
+
+# ----------------------------------------------------------------------------- a real run's needs and ask
+def real_params(**scorer) -> dict:
+    s = {"base": "Qwen/Qwen3-VL-8B-Instruct", "base_revision": None, "adapter": "EditScore/EditScore-Qwen3-VL-8B-Instruct",
+         "adapter_revision": None, "precision": "nf4", "device": "cuda", "decoding": "greedy", "temperature": 0.7,
+         "max_new_tokens": 512} | scorer
+    return {"job": {"style": "ink", "azimuths": [0, 90, 180, 270], "scorer": s, "num_pass": 1, "model_set": "real"}}
+
+
+def test_a_real_run_names_the_unpinned_revisions_bitsandbytes_and_cuda():
+    needs = stage_for("grades").needs_for(real_params())
+    kinds = {(n.kind, n.what, n.revision) for n in needs}
+    assert ("package", "bitsandbytes", None) in kinds and ("device", "cuda", None) in kinds
+    lines = [preflight.check(n) for n in needs if n.kind == "unpinned"]
+    assert lines == [
+        "config grades.scorer_revision is not set (rule grades): pin the hub commit of Qwen/Qwen3-VL-8B-Instruct "
+        "(`hf download Qwen/Qwen3-VL-8B-Instruct` prints the snapshot path; its last part is the commit)",
+        "config grades.adapter_revision is not set (rule grades): pin the hub commit of "
+        "EditScore/EditScore-Qwen3-VL-8B-Instruct (`hf download EditScore/EditScore-Qwen3-VL-8B-Instruct` prints "
+        "the snapshot path; its last part is the commit)"]
+    pinned = stage_for("grades").needs_for(real_params(base_revision="abc", adapter_revision="def", precision="bf16"))
+    assert {(n.kind, n.what, n.revision) for n in pinned} == {
+        ("device", "cuda", None), ("hf_model", "Qwen/Qwen3-VL-8B-Instruct", "abc"),
+        ("hf_model", "EditScore/EditScore-Qwen3-VL-8B-Instruct", "def")}
+
+
+def test_nf4_is_the_cuda_path_only():
+    with pytest.raises(sc.ScorerUnavailable, match="nf4 needs a CUDA device .* allowed on this device: bf16 or fp32"):
+        sc.ScorerSpec("b", None, "a", None, "nf4", "cpu")
+    with pytest.raises(ValueError, match=r"scorer precision = 'int8'; allowed: one of \['nf4', 'bf16', 'fp32'\]"):
+        sc.ScorerSpec("b", None, "a", None, "int8", "cuda")
+
+
+@pytest.mark.parametrize("precision, gib", [("nf4", 6.60 + 0.5), ("bf16", 16.58 + 0.5)])
+def test_the_scorer_asks_the_measured_vram_of_its_precision_through_the_walls(precision, gib):
+    ask = stage_for("grades").ask_for(AskContext(FACTS), {"style": "ink"}, real_params(precision=precision))
+    assert ask.vram.value == pytest.approx(gib) and ask.devices == ("cuda",) and ask.model == "qwen3_vl_8b"
+    assert "measured" in ask.vram.source
+    assert ask.seconds.value == pytest.approx(60 + 4 * 36)
+    smoke = stage_for("grades").ask_for(AskContext(FACTS), {}, {"job": {"model_set": "smoke"}})
+    assert smoke.vram.value == 0.0 and smoke.devices == ()
+
+
+# ----------------------------------------------------------------------------- the gate
+def test_an_nf4_grade_table_is_refused_as_a_corpus_unless_allowed_and_then_its_manifest_says_nf4(tmp_path):
+    from test_gate import Work, corpus, rules_broken
+
+    work = Work(tmp_path)
+    work.chain("results/restyle/ink/views.json", generator_precision="bf16")
+    work.job("grades", "ink", ["results/restyle/ink/views.json"],
+             {"results/grades/ink.csv": b"style,overall\nink,6.1\n"}, precision="nf4",
+             models=[{"model": "Qwen/Qwen3-VL-8B-Instruct", "revision": "c0ffee", "precision": "nf4",
+                      "adapter": "EditScore/EditScore-Qwen3-VL-8B-Instruct"}])
+    refused = work.gate([corpus("results/grades/ink.csv")])
+    assert rules_broken(refused) == {2} and "nf4" in refused.refusals[0].evidence
+    assert not (tmp_path / "results" / "published").exists()
+    allowed = work.gate([corpus("results/grades/ink.csv", allow_precisions=["nf4"])])
+    assert allowed.refusals == []
+    entry = json.loads((tmp_path / "results/published/MANIFEST.json").read_text())["artifacts"]["grades/ink.csv"]
+    assert entry["precision"] == "nf4" and "nf4" in entry["lineage_precisions"]
+    assert entry["allowed_precisions"] == ["nf4"] and entry["models"][0]["precision"] == "nf4"
+
+
+def test_a_grade_with_nan_is_written_nan_not_a_number():
+    from fourloops.stages.grades import summarise
+
+    table = pd.DataFrame({"azimuth": [0, 90], "parse_status": ["ok", "refusal"], "reason": ["", "the scorer refused"],
+                          "prompt_following": [8.0, math.nan], "consistency": [4.0, math.nan],
+                          "perceptual_quality": [6.0, math.nan], "overall": [math.sqrt(24), math.nan],
+                          "encode_seconds": [1.0, 1.0], "decode_seconds": [2.0, 2.0]})
+    s = summarise(table, "ink", "real")
+    assert s["figures"]["overall"]["mean"] == pytest.approx(math.sqrt(24)) and s["figures"]["overall"]["nan"] == 1
+    assert s["reasons"] == [{"azimuth": 90, "parse_status": "refusal", "reason": "the scorer refused"}]
+
+
+@pytest.mark.parametrize("extra, expect", [
+    ({"grades": {"decoding": "beam"}}, "grades.decoding = 'beam'"),
+    ({"grades": {"scorer_revision": ""}}, "grades.scorer_revision = ''"),
+    ({"grades": {"max_new_tokens": 0}}, "grades.max_new_tokens = 0"),
+    ({"grades": {"device": "gpu"}}, "grades.device = 'gpu'"),
+])
+def test_bad_scorer_settings_are_refused_when_the_config_is_read(tmp_path, extra, expect):
+    from test_restyle import refusal
+
+    assert expect in refusal(tmp_path, extra)
