@@ -6,8 +6,18 @@ rule drift:
         unpack(get_drift_inputs),
     output:
         table="results/drift/{style}.csv",
-        regions="results/drift/{style}.regions.csv",
-        png="results/drift/{style}.png",
+        regions=report(
+            "results/drift/{style}.regions.csv",
+            caption="../report/drift_regions.rst",
+            category="Drift",
+            labels={"style": "{style}", "figure": "regions"},
+        ),
+        png=report(
+            "results/drift/{style}.png",
+            caption="../report/drift_heatmap.rst",
+            category="Drift",
+            labels={"style": "{style}", "figure": "heatmap"},
+        ),
         provenance="results/provenance/drift/{style}.json",
     log:
         "logs/drift/{style}.log",

@@ -64,3 +64,4 @@ rule report_contents:
         "results/report/plan.html",
         "results/sheets/render.png",
         expand("results/sheets/{condition}.png", condition=CONDITIONS),
+        expand("results/drift/{style}.{part}", style=STYLES, part=["png", "regions.csv"]),

@@ -97,3 +97,14 @@ def test_a_plan_on_a_locked_directory_says_it_is_locked(tmp_path):
     assert proc.returncode == 3, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "locked" in proc.stderr and "snakemake --unlock" in proc.stderr
     assert json.loads(proc.stdout)["locked"] is True  # the plan itself is still shown
+
+
+def test_a_plan_on_the_cluster_names_the_partition_of_each_job(tmp_path):
+    """machines.yaml's example cluster: CPU jobs go to its default partition, a generator that needs a card to the
+    smallest GPU partition whose walls fit it."""
+    p = plan(tmp_path, "--machine", "cluster", "--config", "model_set=real", "--", "results/ladder.csv")
+    parts = {j["rule"]: j["partition"] for j in p["jobs"]}
+    gen = [j for j in p["jobs"] if j["rule"] == "generate"]
+    assert parts["render"] == "partition cpu" and parts["fit"] == "partition cpu", parts
+    assert {j["partition"] for j in gen} == {"partition rtx4090"} and all(j["verdict"] == "fits" for j in gen), gen
+    assert p["ok"] and p["machine"] == "cluster"
