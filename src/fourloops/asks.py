@@ -221,6 +221,19 @@ def _peak(facts: dict, measured: Measurements | None, machine: str, key: str, mo
     return estimate()
 
 
+def _card(facts: dict, measured, machine: str, device: str, key: str, name: str, estimate) -> tuple[Figure, tuple]:
+    """VRAM and devices of a model on `device`: measured beats estimated, plus the CUDA context; none on the CPU."""
+    if _cuda(device):
+        return _with_context(facts, _peak(facts, measured, machine, key, name, estimate)), ("cuda",)
+    return Figure(0.0, "cpu device: no VRAM"), ()
+
+
+def _streamed_weights_ram(facts: dict, model: dict) -> Figure:
+    bf16 = sum(component_gib(facts, model, c, "bf16") for c in model["components"])
+    host = float(facts["stages"]["generate_host_gib"])
+    return Figure(bf16 + host, f"estimate: one bf16 copy of the weights streams through memory {bf16:.2f} + host {host:g}")
+
+
 def generator_ask(
     facts: dict, gen: dict, *, n_references: int = 1, n_views: int = 1,
     measured: Measurements | None = None, machine: str = "desk",
@@ -238,14 +251,8 @@ def generator_ask(
         gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=size)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
-    if _cuda(gen["device"]):
-        vram = _with_context(facts, _peak(facts, measured, machine, generator_key(gen), name, estimate))
-        devices: tuple[str, ...] = ("cuda",)
-    else:
-        vram, devices = Figure(0.0, "cpu device: no VRAM"), ()
-    bf16 = sum(component_gib(facts, model, c, "bf16") for c in model["components"])
-    host = float(facts["stages"]["generate_host_gib"])
-    ram = Figure(bf16 + host, f"estimate: one bf16 copy of the weights streams through memory {bf16:.2f} + host {host:g}")
+    vram, devices = _card(facts, measured, machine, gen["device"], generator_key(gen), name, estimate)
+    ram = _streamed_weights_ram(facts, model)
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}
     refs = min(max(int(k) for k in per_view), max(1, n_references))
@@ -296,14 +303,8 @@ def scorer_ask(
         gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=512)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
-    if _cuda(scorer["device"]):
-        vram = _with_context(facts, _peak(facts, measured, machine, scorer_key(scorer), name, estimate))
-        devices: tuple[str, ...] = ("cuda",)
-    else:
-        vram, devices = Figure(0.0, "cpu device: no VRAM"), ()
-    bf16 = sum(component_gib(facts, model, c, "bf16") for c in model["components"])
-    host = float(facts["stages"]["generate_host_gib"])
-    ram = Figure(bf16 + host, f"estimate: one bf16 copy of the weights streams through memory {bf16:.2f} + host {host:g}")
+    vram, devices = _card(facts, measured, machine, scorer["device"], scorer_key(scorer), name, estimate)
+    ram = _streamed_weights_ram(facts, model)
     secs = model.get("seconds") or {}
     per = float(secs.get("per_image", 36))
     seconds = Figure(float(secs.get("load", 60)) + n_views * num_pass * per,

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -43,6 +44,26 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary directory beside `path`; on success give its tree the umask's modes and put it in
+    place of `path` (a killed build leaves only the hidden temporary), on failure remove it."""
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent))
+    try:
+        yield tmp
+        umask = current_umask()
+        for p in [tmp, *tmp.rglob("*")]:  # mkdtemp/mkstemp make private modes; give the usual ones
+            p.chmod((0o777 if p.is_dir() else 0o666) & ~umask)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:

@@ -9,9 +9,6 @@ weights. The images it makes are noise; the point is to exercise the plumbing in
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -202,18 +199,7 @@ def build_smoke_generator(backend: str, out_dir: str, seed: int) -> dict[str, An
     with torch.random.fork_rng(devices=[]):
         pipe = _BUILDERS[backend](int(seed))
     meta = {"model_set": "smoke", "backend": backend, "seed": int(seed), "built_by": "fourloops.smoke_generators"}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
-    try:
+    with io.atomic_dir(out) as tmp:
         pipe.save_pretrained(tmp, safe_serialization=True)
         io.write_json(tmp / "smoke.json", meta)
-        umask = os.umask(0)
-        os.umask(umask)
-        for p in [tmp, *tmp.rglob("*")]:  # mkdtemp/mkstemp make private modes; give the usual ones
-            p.chmod((0o777 if p.is_dir() else 0o666) & ~umask)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return meta

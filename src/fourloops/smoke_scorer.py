@@ -8,9 +8,6 @@ its grades are NaN with the reason: that is the honest smoke outcome.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from fourloops import io
@@ -76,22 +73,11 @@ def build_smoke_scorer(out_dir: str, seed: int) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"model_set": "smoke", "kind": "scorer", "seed": int(seed), "built_by": "fourloops.smoke_scorer",
             "tiny": TINY}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
-    try:
+    with io.atomic_dir(out) as tmp:
         with torch.random.fork_rng(devices=[]):
             base, processor, lora = _build(int(seed))
             base.save_pretrained(tmp / "base", safe_serialization=True)
             processor.save_pretrained(tmp / "base")
             get_peft_model(base, lora).save_pretrained(tmp / "adapter", safe_serialization=True)
         io.write_json(tmp / "smoke.json", meta)
-        umask = os.umask(0)
-        os.umask(umask)
-        for p in [tmp, *tmp.rglob("*")]:  # mkdtemp makes private modes; give the usual ones
-            p.chmod((0o777 if p.is_dir() else 0o666) & ~umask)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return meta
