@@ -11,6 +11,9 @@ than the real model's by that much text; image tokens are the real count. The Ed
 are not known offline: r=16 on the attention and MLP projections is ASSUMED (~40 M parameters, <0.1 GiB at bf16).
 `prompts.json`: {"sc": ..., "pq": ...} from `fourloops.grading.prompts(25)` (editscore is not on the GPU machine);
 bench/grades_gpu_env.sh makes it and the wheels the lent H200 lacks.
+Measure one precision per process (`--precisions bf16`): after an NF4 run in the same process 4.2 GiB stayed
+allocated and a following bf16 run read 20.49 GiB of weights instead of 16.51 (H200, 2026-12-01; both records are in
+bench/results/).
 """
 
 from __future__ import annotations
