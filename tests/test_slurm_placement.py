@@ -1,0 +1,45 @@
+"""Partition choice and the plugin's resources, without a cluster (tests/test_slurm.py runs a real one)."""
+
+from __future__ import annotations
+
+import copy
+
+from conftest import REPO
+from fourloops import machines, slurm, walls
+from fourloops.asks import Ask
+
+TABLE = machines.load(REPO / "config" / "machines.yaml")
+
+
+def job(name, vram_gib=0.0, ram_gib=1.0, devices=()):
+    return walls.PendingJob(rule=name, output=f"results/{name}", profile="desk",
+                            ask=Ask.of(vram_gib, ram_gib, devices=devices))
+
+
+def test_each_job_goes_to_the_smallest_partition_that_fits_or_stays_for_a_desk_device():
+    placed = slurm.place([job("cpu_job"), job("gen", 15.0, devices=("cuda",)), job("big", 30.0, devices=("cuda",)),
+                          job("usb", 0.0, devices=("hailo_usb",))], TABLE, "cluster")
+    assert placed.where == {"results/cpu_job": "partition cpu", "results/gen": "partition rtx4090",
+                            "results/big": "partition a100", "results/usb": "here (desk)"}
+    assert placed.local_rules == {"usb"} and placed.verdict.ok
+
+
+def test_a_job_no_partition_fits_is_refused_with_the_closest_partitions_rows():
+    placed = slurm.place([job("huge", 120.0, devices=("cuda",))], TABLE, "cluster")
+    assert placed.where["results/huge"] == "refused" and not placed.verdict.ok
+    text = slurm.report(placed, TABLE)
+    assert "video memory" in text and "120.00 GiB" in text and "80.00 GiB" in text, text
+
+
+def test_the_card_is_asked_the_way_the_cluster_understands_never_gpu_and_gres_together():
+    ask = Ask.of(15.0, 8.0, devices=("cuda",))
+    for how, expect in (("gpu", {"gpu": 1, "gpu_model": "rtx4090"}), ("gres", {"gres": "gpu:rtx4090:1"})):
+        table = copy.deepcopy(TABLE)
+        table["cluster"]["slurm"]["gpu_request"] = how
+        c = slurm.cluster(table, "cluster")
+        part = next(p for p in c.partitions if p.name == "rtx4090")
+        got = slurm.request(ask, part, c)
+        assert got == {"slurm_partition": "rtx4090", **expect}, got
+        assert not {"gpu", "gres"} <= set(got)
+    cpu = next(p for p in slurm.cluster(TABLE, "cluster").partitions if p.name == "cpu")
+    assert slurm.request(Ask.of(0.0, 2.0), cpu, slurm.cluster(TABLE, "cluster")) == {"slurm_partition": "cpu"}
