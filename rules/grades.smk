@@ -6,7 +6,12 @@ rule grades:
     input:
         unpack(get_grades_inputs),
     output:
-        table="results/grades/{style}.csv",
+        table=report(
+            "results/grades/{style}.csv",
+            caption="../report/grades_table.rst",
+            category="Grades",
+            labels={"style": "{style}", "figure": "grades"},
+        ),
         summary="results/grades/{style}.summary.json",
         provenance="results/provenance/grades/{style}.json",
     log:

@@ -65,3 +65,4 @@ rule report_contents:
         "results/sheets/render.png",
         expand("results/sheets/{condition}.png", condition=CONDITIONS),
         expand("results/drift/{style}.{part}", style=STYLES, part=["png", "regions.csv"]),
+        expand("results/grades/{style}.csv", style=STYLES),

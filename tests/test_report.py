@@ -23,7 +23,7 @@ CHROMIUM = "/usr/bin/chromium"
 REPORTED = {
     "results/ladder.csv", "results/ladder.png", "results/report/ladder.html", "results/report/plan.html",
     "results/sheets/render.png", "results/sheets/A.png", "results/sheets/B.png", "results/sheets/C.png",
-    "results/drift/watercolor.png", "results/drift/watercolor.regions.csv",
+    "results/drift/watercolor.png", "results/drift/watercolor.regions.csv", "results/grades/watercolor.csv",
 }
 
 
@@ -40,7 +40,7 @@ def _report_calls(text: str):
 
 def test_every_report_output_has_a_caption_file_that_exists():
     calls = [(path, args) for path in sorted((REPO / "rules").glob("*.smk")) for args in _report_calls(path.read_text())]
-    assert len(calls) == 8, [str(p) for p, _ in calls]  # ladder csv + png, two sheets, two pages, drift heatmap + regions
+    assert len(calls) == 9, [str(p) for p, _ in calls]  # ladder csv + png, 2 sheets, 2 pages, drift 2, grades
     for path, args in calls:
         caption = re.search(r'caption="([^"]+)"', args)
         assert caption, f"{path.name}: report() without a caption: {args}"
