@@ -154,8 +154,9 @@ class Measurements:
     history: dict[str, Figure] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, workdir: str | Path) -> "Measurements":
-        """Probes under results/probe/, and every provenance record whose stage says which model key it measures."""
+    def load(cls, workdir: str | Path, index=None) -> "Measurements":
+        """Probes under results/probe/, and every provenance record whose stage says which model key it measures
+        (`index`: the working directory's fourloops.records index, when the caller has read it already)."""
         from fourloops import records
         from fourloops.stage import UnknownRule, stage_for
 
@@ -169,7 +170,7 @@ class Measurements:
                 continue
             if peak is not None:
                 out.probes.setdefault(key, []).append({**rec, "path": str(path)})
-        for record in records.index(root).records:
+        for record in (index if index is not None else records.index(root)).records:
             peak = record.data.get("peak_vram_gib")
             try:
                 stage = stage_for(record.rule)

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from fourloops import asks, lineage, machines, walls
+from fourloops import asks, lineage, machines, records, walls
 from fourloops.stage import AskContext, Stage, stage_for
 
 _BY_WORKFLOW: dict[int, "Workflow"] = {}
@@ -52,7 +52,9 @@ class Workflow:
         base = Path(workflow.basedir)
         self.facts = asks.load_facts(base / "config" / "models.yaml")
         self.machines = machines.load(base / "config" / "machines.yaml")
-        self.measured = asks.Measurements.load(Path.cwd())
+        # the provenance records, read once: measured peaks (asks) and the output check (verify) use them
+        self.records = records.index(Path.cwd())
+        self.measured = asks.Measurements.load(Path.cwd(), index=self.records)
         self._asks: dict = {}
         self._params: dict = {}
         self._lineage: dict = {}
@@ -210,12 +212,17 @@ class Workflow:
                     f"allowed: one of {', '.join(middles)} (from the config)")
         return None
 
+    def main_process(self) -> bool:
+        """The Snakemake the user started, not a job's own (remote or subprocess) Snakemake."""
+        mode = getattr(self.wf, "exec_mode", None)
+        return mode is None or mode.name == "DEFAULT"
+
     def check_outputs_before_the_dag(self) -> None:
         """Before Snakemake builds the DAG: every existing output the requested DAG uses is compared with the
         sha256 its provenance record holds (fourloops.verify); a missing, truncated or edited one, or a job
         whose inputs are gone, is forced to run again with everything downstream, and the run says why."""
         wf = self.wf
-        if getattr(wf, "exec_mode", None) is not None and wf.exec_mode.name != "DEFAULT":
+        if not self.main_process():
             return  # a job's own Snakemake (remote or subprocess): the main run has checked
         prepare = wf._prepare_dag
 
@@ -230,7 +237,7 @@ class Workflow:
                     from snakemake.exceptions import WorkflowError
 
                     raise WorkflowError("\n".join(unknown) + "\nnothing was run or written.")
-                problems = verify.check(Path.cwd(), self.requested_paths(targets))
+                problems = verify.check(Path.cwd(), self.requested_paths(targets), index=self.records)
                 if problems:
                     import sys
 
@@ -415,7 +422,7 @@ class Workflow:
         """A stash left by a Snakemake that was killed is settled before the DAG is built."""
         from fourloops import keep
 
-        if getattr(self.wf, "exec_mode", None) is None or self.wf.exec_mode.name == "DEFAULT":
+        if self.main_process():
             keep.recover(Path.cwd())
 
 

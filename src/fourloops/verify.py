@@ -120,15 +120,16 @@ def check(
     *,
     use_cache: bool = True,
     cache: HashCache | None = None,
+    index: records.ProvenanceIndex | None = None,
 ) -> list[Problem]:
     """Every problem of every record under results/provenance (or, given `paths`, of the records
     whose job makes one of those paths: files, directories or record files, relative to `workdir`).
 
     `use_cache=False` reads every byte again and leaves the cache file alone; `cache` passes one in
-    (to count what was read: `cache.hashed`).
+    (to count what was read: `cache.hashed`); `index` passes the records already read.
     """
     workdir = Path(workdir)
-    index = records.index(workdir)
+    index = index if index is not None else records.index(workdir)
     wanted = None if paths is None else {norm(p) for p in paths}
     if cache is None:
         cache = HashCache(workdir / HASH_CACHE if use_cache else None)
