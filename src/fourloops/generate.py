@@ -191,6 +191,8 @@ def _import_omnigen2():
     try:
         from omnigen2.models.transformers.transformer_omnigen2 import OmniGen2Transformer2DModel
         from omnigen2.pipelines.omnigen2.pipeline_omnigen2 import OmniGen2Pipeline
+        # A saved pipeline names its scheduler by this module; diffusers loads it only once imported.
+        import omnigen2.schedulers.scheduling_flow_match_euler_discrete  # noqa: F401
     except ImportError as exc:
         raise GeneratorUnavailable(
             f"backend 'omnigen2' needs the OmniGen2 package (python module `omnigen2`, {OMNIGEN2_REPO}), "
