@@ -56,12 +56,12 @@ GEN = {"backend": "omnigen2", "precision": "bf16", "size": 512, "device": "cuda"
 
 def test_generator_ask_uses_the_seed_measurement_plus_cuda_context():
     ask = asks.generator_ask(FACTS, GEN)
-    assert ask.vram.value == pytest.approx(14.75 + 0.5)
-    assert "RFD 1163" in ask.vram.source and ask.devices == ("cuda",)
+    assert ask.vram.value == pytest.approx(15.43 + 0.5)  # the H200's measured pass at 3 references, 512 px
+    assert "H200" in ask.vram.source and ask.devices == ("cuda",)
 
 
 def test_a_probe_beats_provenance_beats_the_estimate(tmp_path):
-    assert asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path)).vram.source.startswith("measured: RFD")
+    assert asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path)).vram.source.startswith("measured: H200")
     prov = tmp_path / "results" / "provenance" / "generate" / "A.json"
     prov.parent.mkdir(parents=True)
     prov.write_text(json.dumps({"rule": "generate", "params": {"job": {"generator": GEN}}, "peak_vram_gib": 15.1}))
@@ -78,3 +78,10 @@ def test_a_probe_beats_provenance_beats_the_estimate(tmp_path):
 def test_cpu_jobs_ask_no_vram_and_no_device():
     ask = asks.generator_ask(FACTS, {**GEN, "device": "cpu"})
     assert ask.vram_mb == 0 and ask.devices == ()
+
+
+def test_the_nf4_format_the_asks_assume_is_the_one_the_generator_loads():
+    from fourloops.generate import NF4_DOUBLE_QUANT
+
+    for backend, double in NF4_DOUBLE_QUANT.items():
+        assert FACTS["models"][backend]["nf4_format"] == ("nf4_dq" if double else "nf4"), backend

@@ -230,6 +230,27 @@ def _import_omnigen2():
     return OmniGen2Pipeline, OmniGen2Transformer2DModel
 
 
+# NF4 with double quantisation (the absmax tables quantised too) per backend; config/models.yaml's `nf4_format`
+# says the same (tests/test_asks.py holds them equal). OmniGen2: transformer + MLLM at double-quant NF4 weigh
+# 1.921 + 2.249 GiB, with the bf16 VAE 4.33 GiB = the desk's NF4 figure (RFD 1163); plain NF4 weighs 4.68
+# (bench/results/omnigen2_gpu-h200-2026-12-01.jsonl).
+NF4_DOUBLE_QUANT = {"omnigen2": True, "qwen_image_edit_plus": False}
+
+
+def _nf4_kwargs(backend: str) -> dict:
+    import torch
+
+    return {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_compute_dtype": torch.bfloat16,
+            "bnb_4bit_use_double_quant": NF4_DOUBLE_QUANT[backend]}
+
+
+def _pipeline_nf4(backend: str, components: list[str]):
+    from diffusers import PipelineQuantizationConfig
+
+    return PipelineQuantizationConfig(quant_backend="bitsandbytes_4bit", quant_kwargs=_nf4_kwargs(backend),
+                                      components_to_quantize=components)
+
+
 def _from_pretrained(backend: str, path: Path, precision: str):
     """The one place that calls `from_pretrained`; counts itself in `LOADS`."""
     global LOADS
@@ -241,14 +262,7 @@ def _from_pretrained(backend: str, path: Path, precision: str):
         from diffusers import QwenImageEditPlusPipeline
 
         if precision == "nf4":
-            from diffusers import PipelineQuantizationConfig
-
-            common["quantization_config"] = PipelineQuantizationConfig(
-                quant_backend="bitsandbytes_4bit",
-                quant_kwargs={"load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
-                              "bnb_4bit_compute_dtype": torch.bfloat16},
-                components_to_quantize=["transformer", "text_encoder"],
-            )
+            common["quantization_config"] = _pipeline_nf4(backend, ["transformer", "text_encoder"])
         LOADS += 1
         return QwenImageEditPlusPipeline.from_pretrained(str(path), **common)
 
@@ -258,9 +272,9 @@ def _from_pretrained(backend: str, path: Path, precision: str):
         if precision == "nf4":
             from diffusers import BitsAndBytesConfig
 
-            transformer_kwargs["quantization_config"] = BitsAndBytesConfig(
-                load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16
-            )
+            transformer_kwargs["quantization_config"] = BitsAndBytesConfig(**_nf4_kwargs(backend))
+            # The MLLM (Qwen2.5-VL-3B, 6.99 GiB bf16) too: left bf16 it held 7 of the 10.02 GiB peak (H200)
+            common["quantization_config"] = _pipeline_nf4(backend, ["mllm"])
         LOADS += 1
         # As OmniGen2's inference.py does: the transformer comes from the package's own class.
         transformer = OmniGen2Transformer2DModel.from_pretrained(str(path), subfolder="transformer",
