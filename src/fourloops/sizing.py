@@ -187,6 +187,13 @@ def sized_tokenizer(texts) -> Any:
     return tok
 
 
+def _fits(tok, model, what: str) -> None:
+    vocab = int(model.get_input_embeddings().num_embeddings)
+    if len(tok) > vocab:
+        raise SizingError(f"{what}: the in-memory tokenizer has {len(tok)} entries, the model's vocab_size is {vocab}; "
+                          "allowed: at most vocab_size (train it on fewer texts or raise vocab_size)")
+
+
 def _tokenizer_note(tok, texts) -> dict:
     return {"kind": "byte-level BPE trained in memory on the run's prompts and the pipeline's templates",
             "vocab_entries": len(tok), "trained_on_texts": len(texts),
@@ -218,6 +225,7 @@ def _omnigen2(out: Path, device: str, texts: list[str], arch_dir) -> dict:
     rendered = [OmniGen2Pipeline._apply_chat_template(types.SimpleNamespace(processor=types.SimpleNamespace(
         tokenizer=plain)), t) for t in texts]
     tok = sized_tokenizer(list(texts) + rendered)
+    _fits(tok, parts["mllm"], "omnigen2 mllm")
     processor = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tok,
                                     video_processor=Qwen2VLVideoProcessor(), chat_template=CHAT_TEMPLATE)
     pipe = OmniGen2Pipeline(transformer=parts["transformer"], vae=parts["vae"], scheduler=Scheduler(),
@@ -248,6 +256,7 @@ def _qwen_image_edit_plus(out: Path, device: str, texts: list[str], arch_dir) ->
     template = getattr(probe, "prompt_template_encode", "") or ""
     corpus = list(texts) + ([template.format(t) for t in texts] if "{}" in template else [template])
     tok = sized_tokenizer(corpus)
+    _fits(tok, parts["text_encoder"], "qwen_image_edit_plus text_encoder")
     processor = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tok,
                                  video_processor=Qwen2VLVideoProcessor(), chat_template=CHAT_TEMPLATE)
     pipe = QwenImageEditPlusPipeline(scheduler=scheduler, vae=parts["vae"], text_encoder=parts["text_encoder"],
@@ -278,6 +287,7 @@ def _scorer(out: Path, device: str, texts: list[str], arch_dir) -> dict:
     base.generation_config.pad_token_id = TOKEN_IDS["<|endoftext|>"]
     extra, where = scorer_texts()
     tok = sized_tokenizer(list(texts) + extra)
+    _fits(tok, base, "scorer base")
     # Qwen3-VL-8B-Instruct preprocessor_config.json: 16 px patches, 2x2 merge, mean/std 0.5
     images = Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2, image_mean=[0.5] * 3,
                                    image_std=[0.5] * 3, min_pixels=65536, max_pixels=16777216)
