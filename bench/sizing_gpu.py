@@ -80,10 +80,20 @@ def child(args) -> int:
 
     c = json.loads(args.child)
     refs = args.references if c["component"] == "generator" else (1,)
+    extra = {} if c["component"] != "scorer" else {"prompt": prompts()[-1]}  # a restyle instruction to grade
     rec = probe(c["component"], c["settings"], machine_name=args.machine_name, model_set="sizing",
                 references=refs, items=args.items, invocation=" ".join([sys.executable, *sys.argv]),
-                guard_machine=None)
+                guard_machine=None, **extra)
     rec["bench_configuration"] = c["name"]
+    Path(args.record).write_text(json.dumps(rec, indent=1, default=str))
+    return 0
+
+
+def build_child(args) -> int:
+    """One sizing build in this process (its CUDA memory ends with it): the build record to --record."""
+    from fourloops import sizing
+
+    rec = sizing.build(args.build_child, Path(args.work) / "models" / args.build_child, args.device, texts=prompts())
     Path(args.record).write_text(json.dumps(rec, indent=1, default=str))
     return 0
 
@@ -96,7 +106,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", required=True, help="where the sizing models are built (needs ~35 GB; +57 GB for Qwen)")
     ap.add_argument("--out", required=True, help="folder for the raw probe records")
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", default="cuda", help="where the models are built and probed")
     ap.add_argument("--machine-name", default="h200", help="the records' machine_name")
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--steps", type=int, default=28)
@@ -113,11 +123,12 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per configuration process")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--record", help=argparse.SUPPRESS)
+    ap.add_argument("--build-child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return child(args)
-
-    from fourloops import sizing
+    if args.build_child:
+        return build_child(args)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -127,7 +138,6 @@ def main(argv=None) -> int:
     say(f"{len(todo)} configurations: {', '.join(c['name'] for c in todo)}")
     builds_path = out / "builds.json"
     builds = json.loads(builds_path.read_text()) if builds_path.exists() else {}
-    texts = prompts()
     for c in todo:
         component = c["build"]
         target = models / component
@@ -138,19 +148,20 @@ def main(argv=None) -> int:
                     shutil.rmtree(models / other)
         if not target.exists():
             say(f"building {component} on {args.device} into {target} (free disk {free_gib(models):.1f} GiB)")
-            try:
-                rec = sizing.build(component, target, args.device, texts=texts)
-                builds[component] = rec
+            built = out / f"build-{component}.json"
+            done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--work", args.work, "--out",
+                                   args.out, "--device", args.device, "--build-child", component, "--record",
+                                   str(built)], capture_output=True, text=True, timeout=args.timeout)
+            if done.returncode == 0 and built.exists():  # its configurations fail on the missing model otherwise
+                rec = builds[component] = json.loads(built.read_text())
+                built.unlink()
                 say(f"built {component}: {sum(rec['parameters'].values()) / 1e9:.3f} B params, "
                     f"{rec['bytes_on_disk'] / 2**30:.2f} GiB on disk, {rec['seconds']} s")
-            except Exception as exc:  # recorded; its configurations then fail on the missing model
-                builds[component] = {"error": f"{type(exc).__name__}: {exc}"}
-                say(f"BUILD FAILED {component}: {type(exc).__name__}: {exc}")
+            else:
+                tail = (done.stdout + done.stderr)[-3000:]
+                builds[component] = {"error": tail, "returncode": done.returncode}
+                say(f"BUILD FAILED {component} (rc {done.returncode}): {tail.strip().splitlines()[-1:]}")
             builds_path.write_text(json.dumps(builds, indent=1, default=str))
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
         record = out / f"{c['name']}.json"
         say(f"probing {c['name']} ...")
         cmd = [sys.executable, str(Path(__file__).resolve()), "--work", args.work, "--out", args.out,

@@ -198,6 +198,43 @@ def test_a_diffusers_pipeline_built_from_architecture_files_is_probed_through_lo
     assert r["key"] == "generator/qwen_image_edit_plus/bf16/64"
 
 
+def test_omnigen2_built_from_architecture_files_is_probed_through_load_backend(tmp_path):
+    missing = _omnigen2_missing()
+    if missing:
+        pytest.skip(missing)
+    arch = _tiny_arch_dir(tmp_path)
+
+    def shrink(name, **config):
+        data = yaml.safe_load((arch / f"{name}.yaml").read_text())
+        data["config"] = config
+        (arch / f"{name}.yaml").write_text(yaml.safe_dump(data))
+
+    shrink("omnigen2_transformer", patch_size=2, in_channels=16, hidden_size=48, num_layers=1, num_refiner_layers=1,
+           num_attention_heads=2, num_kv_heads=1, multiple_of=16, norm_eps=1e-5, axes_dim_rope=[8, 8, 8],
+           axes_lens=[1024, 1024, 1024], text_feat_dim=16, timestep_scale=1000.0)
+    text = {"hidden_size": 16, "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "num_key_value_heads": 2, "vocab_size": 8192, "max_position_embeddings": 4096,
+            "rope_scaling": {"mrope_section": [1, 1, 2], "rope_type": "default", "type": "default"}}
+    shrink("qwen2_5_vl_3b", text_config=text, vision_config={
+        "depth": 1, "hidden_size": 16, "intermediate_size": 16, "num_heads": 2, "out_hidden_size": 16,
+        "fullatt_block_indexes": [0]}, hidden_size=16, vocab_size=8192)
+    shrink("flux_vae", block_out_channels=[8, 8], down_block_types=["DownEncoderBlock2D"] * 2,
+           up_block_types=["UpDecoderBlock2D"] * 2, latent_channels=16, layers_per_block=1, norm_num_groups=4,
+           use_quant_conv=False, use_post_quant_conv=False)
+    from fourloops.stages.probe import probe
+
+    out = tmp_path / "models" / "omnigen2"
+    rec = sizing.build("omnigen2", out, "cpu", arch_dir=arch)
+    index = json.loads((out / "model_index.json").read_text())
+    assert index["_class_name"] == "OmniGen2Pipeline" and index["transformer"][1] == "OmniGen2Transformer2DModel"
+    assert set(rec["parameters"]) == {"transformer", "mllm", "vae"}
+    gen = {"backend": "omnigen2", "model": str(out), "revision": None, "precision": "bf16", "device": "cpu",
+           "steps": 2, "guidance": 4.0, "size": 64, "negative_prompt": ""}
+    r = probe("generator", gen, machine_name="desk", model_set="sizing", references=[1, 2], items=1)
+    assert r["complete"] and [c["references"] for c in r["configurations"]] == [1, 2]
+    assert r["model"]["parameters_by_component"] == {k: rec["parameters"][k] for k in ("transformer", "vae", "mllm")}
+
+
 def test_the_scorer_base_and_its_random_adapter_load_through_load_scorer(tmp_path):
     pytest.importorskip("peft")
     from fourloops.stages.probe import probe

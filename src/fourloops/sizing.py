@@ -233,7 +233,8 @@ def _omnigen2(out: Path, device: str, texts: list[str], arch_dir) -> dict:
     _sync(device)
     t0 = time.perf_counter()
     pipe.save_pretrained(out, safe_serialization=True)
-    return {"parts": parts, "save_seconds": time.perf_counter() - t0, "tokenizer": _tokenizer_note(tok, texts)}
+    return {"parts": parts, "save_seconds": time.perf_counter() - t0,
+            "tokenizer": _tokenizer_note(tok, list(texts) + rendered)}
 
 
 def _qwen_image_edit_plus(out: Path, device: str, texts: list[str], arch_dir) -> dict:
