@@ -29,7 +29,7 @@ def estimate(facts: dict, rec: dict):
     """(GiB the wall check estimates, its source, forecast seconds per item by configuration, forecast load s)."""
     from fourloops import asks
 
-    s = rec["apparatus"]["settings"]
+    s = {**rec["apparatus"]["settings"], "device": "cuda"}  # the estimate a GPU job gets, wherever this ran
     ctx = float(facts.get("cuda_context_gib", 0.0))
     comp = rec["component"]
     if comp == "generator":
