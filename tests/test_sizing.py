@@ -285,3 +285,14 @@ def test_every_output_of_the_sizing_set_says_so_and_the_gate_refuses_it():
     assert "sizing" in RULES[4]
     schema = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
     assert "sizing" in schema["properties"]["model_set"]["enum"]
+
+
+def test_tables_and_pages_of_the_sizing_set_say_their_values_mean_nothing():
+    from fourloops import figures, pages
+
+    html = pages.page("fourloops ladder (sizing model set)", "<p>x</p>", figures.marked("sizing"))
+    assert figures.SIZING_MARK in html and "mean nothing" in figures.SIZING_MARK
+    assert figures.SMOKE_MARK in pages.page("t", "", figures.marked("smoke"))
+    assert figures.marked("real") is False and "SIZING" not in pages.page("t", "", figures.marked("real"))
+    for caption in ("ladder_table.rst", "grades_table.rst"):
+        assert "SIZING: real shapes, random weights" in (REPO / "report" / caption).read_text()
