@@ -364,7 +364,8 @@ class Workflow:
         from fourloops import preflight
 
         jobs = [(j.rule.name, dict(j.params.items())) for j in self.local_jobs(dag)]
-        return preflight.problems(jobs)
+        built = [str(f) for j in dag.jobs if j.rule.output for f in j.output]  # models the run builds (sizing)
+        return preflight.problems(jobs, built)
 
     def before_first_job(self, dag) -> None:
         """onstart: refuse what cannot fit (seconds, no torch), then, for a real run, what is missing here;
