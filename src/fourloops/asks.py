@@ -335,3 +335,32 @@ def recorded_ask(facts: dict, name: str, *, licensed: tuple[str, ...] = (), devi
         model=name,
     )
 
+
+
+# ------------------------------------------------------------------------------------- offload
+def offload_ask(facts: dict, gen: dict, ask: Ask) -> Ask | None:
+    """The generate job `ask` with model CPU offload (a lever the wall check offers; generate loads every
+    component on the card today): models.yaml `offload` says how it is modelled and where its slowdown comes
+    from. VRAM: the largest component at the job's precision + activations at its size + the CUDA context;
+    RAM: every component waits in host memory at its precision (or the streamed bf16 copy, if larger);
+    time: the ask's x `offload.slowdown`. None: no offload facts, a recorded model, one component, or no card."""
+    off = facts.get("offload")
+    name = gen["backend"]
+    model = facts["models"][name]
+    comps = list(model.get("components") or {})
+    if not off or "recorded" in model or len(comps) < 2 or not _cuda(gen["device"]):
+        return None
+    precision, size = gen["precision"], int(gen["size"])
+    largest = max(comps, key=lambda c: component_gib(facts, model, c, precision))
+    gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resident=[largest],
+                                   resolution=size)
+    vram = _with_context(facts, Figure(gib, "estimate, offload (models.yaml offload): "
+                                       + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())))
+    host = float(facts["stages"]["generate_host_gib"])
+    held = sum(component_gib(facts, model, c, precision) for c in comps) + host
+    ram = ask.ram if ask.ram.value >= held else Figure(
+        held, f"estimate, offload: every component in host memory at {precision} {held - host:.2f} + host {host:g}")
+    slow = float(off["slowdown"])
+    seconds = Figure(ask.seconds.value * slow, f"{ask.seconds.source} x {slow:g} offload ({off['source']})")
+    return Ask(vram=vram, ram=ram, seconds=seconds, os=ask.os, arch=ask.arch, devices=ask.devices,
+               licensed=ask.licensed, model=ask.model)

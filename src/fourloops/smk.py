@@ -325,7 +325,8 @@ class Workflow:
             wc = dict(job.wildcards.items())
             out.append(walls.PendingJob(
                 rule=job.rule.name, output=str(job.output[0]), profile=self.stage(job.rule.name).profile,
-                ask=self.ask(job.rule.name, wc), wildcards=wc,
+                ask=self.ask(job.rule.name, wc), wildcards=wc, params=self.params(job.rule.name, wc),
+                context=AskContext(self.facts, self.measured, self.target or self.config["machine"]),
             ))
         return out
 
