@@ -30,7 +30,6 @@ def estimate(facts: dict, rec: dict):
     from fourloops import asks
 
     s = {**rec["apparatus"]["settings"], "device": "cuda"}  # the estimate a GPU job gets, wherever this ran
-    ctx = float(facts.get("cuda_context_gib", 0.0))
     comp = rec["component"]
     if comp == "generator":
         a = asks.generator_ask(facts, s, measured=None)
@@ -46,7 +45,11 @@ def estimate(facts: dict, rec: dict):
         secs = facts["models"]["qwen3_vl_8b"].get("seconds") or {}
         # models.yaml's per_image is one view's score (SC + PQ): half a question each
         forecast = lambda c: None if secs.get("per_image") is None else float(secs["per_image"]) / 2  # noqa: E731
-    return a.vram.value - ctx, a.vram.source, forecast, secs.get("load")
+    name = {"generator": s.get("backend"), "detector": "rfdetr_keypoint_preview"}.get(comp, "qwen3_vl_8b")
+    precision = "fp32" if comp == "detector" else s["precision"]
+    res = int(s.get("size") or s.get("resolution") or 512)
+    model, _ = asks.estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=res)
+    return model, a.vram.value, a.vram.source, forecast, secs.get("load")
 
 
 def report(records: list[dict], facts: dict) -> tuple[str, str]:
@@ -57,20 +60,23 @@ def report(records: list[dict], facts: dict) -> tuple[str, str]:
     date = next((r.get("started", "")[:10] for r in ok if r.get("started")), dt.date.today().isoformat())
     lines = [f"# Sizing probes on {gpu} ({date})", "",
              f"Random weights at the real shapes (model_set sizing, fourloops.sizing), loaded by the real loaders. "
-             f"Driver {driver}. Peak = torch max_memory_allocated with the weights resident; the estimate is the wall "
-             "check's (config/models.yaml via fourloops.asks, no measurement) less its CUDA context; ratio = "
-             "measured / estimate. NVML = the process as the driver saw it. Forecast s = models.yaml seconds.", "",
-             "| rule / configuration | precision | res | estimate GiB | measured peak GiB | ratio | NVML GiB | "
-             "forecast s/item | measured s/item | load forecast / measured s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             f"Driver {driver}. Peak = torch max_memory_allocated with the weights resident; model estimate = "
+             "fourloops.asks.estimate_vram_gib from config/models.yaml's parameters and activations (no measured row); "
+             "wall ask = what the wall check asks with no probe (a measured row where models.yaml has one, + allocator "
+             "reserve + CUDA context); NVML = the process as the driver saw it. Forecast s = models.yaml seconds.", "",
+             "| rule / configuration | precision | res | model estimate GiB | measured peak GiB | ratio | "
+             "wall ask GiB | NVML GiB | ratio | forecast s/item | measured s/item | load forecast / measured s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     sources = []
     for r in sorted(ok, key=lambda r: (r["component"], r.get("bench_configuration", ""))):
-        est, src, forecast, load_fc = estimate(facts, r)
+        est, wall, src, forecast, load_fc = estimate(facts, r)
         sources.append(f"- {r.get('bench_configuration', r['key'])}: {src}")
         for c in r["configurations"]:
             label = ", ".join(f"{k} {c[k]}" for k in ("references", "question", "images_per_call") if k in c)
             peak = c["peak_vram_gib"]
             ratio = None if (peak is None or not est) else peak / est
+            nvml = c["nvml_process_gib"]
+            wall_ratio = None if (nvml is None or not wall) else nvml / wall
             fc = forecast(c)
             measured = c["seconds_per_item"]
             if c.get("error"):
@@ -78,7 +84,7 @@ def report(records: list[dict], facts: dict) -> tuple[str, str]:
             else:
                 measured_txt = _fmt(measured, 2)
             lines.append(f"| {r['component']} {r['key']} ({label}) | {r['precision']} | {r['resolution']} | {_fmt(est)} | "
-                         f"{_fmt(peak)} | {_fmt(ratio, 3)} | {_fmt(c['nvml_process_gib'])} | {_fmt(fc, 1)} | "
+                         f"{_fmt(peak)} | {_fmt(ratio, 3)} | {_fmt(wall)} | {_fmt(nvml)} | {_fmt(wall_ratio, 3)} | {_fmt(fc, 1)} | "
                          f"{measured_txt} | {_fmt(load_fc, 0)} / {_fmt(r['load_seconds'], 1)} |")
     if failed:
         lines += ["", "## Configurations that did not finish", ""]

@@ -10,6 +10,11 @@ from conftest import REPO
 from fourloops import asks
 
 FACTS = asks.load_facts(REPO / "config" / "models.yaml")
+
+
+def driver_sees(peak: float) -> float:
+    """A torch peak as the wall check asks it: the allocator's slack and the CUDA context on top."""
+    return peak * (1 + FACTS["allocator_reserve"]) + FACTS["cuda_context_gib"]
 ROWS = [
     pytest.param(name, row, id=f"{name}-{i}-{row['mode']}-{row['gib']}")
     for name, model in FACTS["models"].items()
@@ -56,7 +61,7 @@ GEN = {"backend": "omnigen2", "precision": "bf16", "size": 512, "device": "cuda"
 
 def test_generator_ask_uses_the_seed_measurement_plus_cuda_context():
     ask = asks.generator_ask(FACTS, GEN)
-    assert ask.vram.value == pytest.approx(15.43 + 0.5)  # the H200's measured pass at 3 references, 512 px
+    assert ask.vram.value == pytest.approx(driver_sees(15.43))  # the H200's measured pass at 3 references, 512 px
     assert "H200" in ask.vram.source and ask.devices == ("cuda",)
 
 
@@ -66,13 +71,13 @@ def test_a_probe_beats_provenance_beats_the_estimate(tmp_path):
     prov.parent.mkdir(parents=True)
     prov.write_text(json.dumps({"rule": "generate", "params": {"job": {"generator": GEN}}, "peak_vram_gib": 15.1}))
     ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path))
-    assert ask.vram.value == pytest.approx(15.6) and "provenance" in ask.vram.source
+    assert ask.vram.value == pytest.approx(driver_sees(15.1)) and "provenance" in ask.vram.source
     probe = tmp_path / "results" / "probe" / "desk" / "generator.json"
     probe.parent.mkdir(parents=True)
     probe.write_text(json.dumps({"key": asks.generator_key(GEN), "peak_vram_gib": 14.2, "machine_name": "desk",
                                  "gpu_name": "NVIDIA GeForce RTX 3090"}))
     ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path), machine="desk")
-    assert ask.vram.value == pytest.approx(14.7) and "probe on desk" in ask.vram.source
+    assert ask.vram.value == pytest.approx(driver_sees(14.2)) and "probe on desk" in ask.vram.source
 
 
 def test_cpu_jobs_ask_no_vram_and_no_device():

@@ -210,8 +210,13 @@ def _cuda(device: str) -> bool:
 
 
 def _with_context(facts: dict, fig: Figure) -> Figure:
+    """What the driver sees of a process whose torch peak is `fig`: the allocator's slack and the CUDA context."""
     ctx = float(facts.get("cuda_context_gib", 0.0))
-    return Figure(fig.value + ctx, f"{fig.source} + CUDA context {ctx:g} GiB")
+    reserve = float(facts.get("allocator_reserve", 0.0))
+    if not reserve:
+        return Figure(fig.value + ctx, f"{fig.source} + CUDA context {ctx:g} GiB")
+    return Figure(fig.value * (1 + reserve) + ctx,
+                  f"{fig.source} + allocator reserve {reserve:.0%} + CUDA context {ctx:g} GiB")
 
 
 def _peak(facts: dict, measured: Measurements | None, machine: str, key: str, model_name: str, estimate) -> Figure:
