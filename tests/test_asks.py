@@ -90,3 +90,20 @@ def test_the_nf4_format_the_asks_assume_is_the_one_the_generator_loads():
 
     for backend, double in NF4_DOUBLE_QUANT.items():
         assert FACTS["models"][backend]["nf4_format"] == ("nf4_dq" if double else "nf4"), backend
+
+
+def test_a_probe_on_the_target_machine_gives_the_forecast_seconds_and_another_machines_does_not(tmp_path):
+    """Time depends on the GPU: the generator's seconds come from this machine's probe, per reference count."""
+    probe = tmp_path / "results" / "probe" / "pod" / "generator.json"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(json.dumps({
+        "key": asks.generator_key(GEN), "peak_vram_gib": 15.4, "machine_name": "pod", "gpu_name": "NVIDIA H200",
+        "load_seconds": 17.0, "configurations": [{"references": 1, "seconds_per_item": 7.0},
+                                                 {"references": 3, "seconds_per_item": 8.0}]}))
+    m = asks.Measurements.load(tmp_path)
+    on_pod = asks.generator_ask(FACTS, GEN, n_references=3, n_views=8, measured=m, machine="pod")
+    assert on_pod.seconds.value == pytest.approx(17.0 + 8 * 8.0) and "probe on pod (NVIDIA H200)" in on_pod.seconds.source
+    on_desk = asks.generator_ask(FACTS, GEN, n_references=3, n_views=8, measured=m, machine="desk")
+    assert on_desk.seconds.value == pytest.approx(60 + 8 * 529)  # the desk's own seed figures (RFD 1163)
+    # a reference count the probe did not run keeps the estimate
+    assert "estimate" in asks.generator_ask(FACTS, GEN, n_references=2, measured=m, machine="pod").seconds.source

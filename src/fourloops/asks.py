@@ -191,6 +191,28 @@ class Measurements:
             return Figure(float(rec["peak_vram_gib"]), f"measured: probe on {where} ({gpu}), {rec['path']}")
         return self.history.get(key)
 
+    def timing(self, key: str, machine: str, **match) -> tuple[float, float, str] | None:
+        """(load s, s per item, source) from the target machine's own probe, for the configuration matching `match`
+        (e.g. references=2); time depends on the GPU, so another machine's probe is not used."""
+        for rec in self.probes.get(key) or []:
+            if rec.get("machine_name") != machine:
+                continue
+            confs = [c for c in rec.get("configurations") or []
+                     if c.get("seconds_per_item") is not None and all(c.get(k) == v for k, v in match.items())]
+            if confs:
+                return (float(rec.get("load_seconds") or 0.0), float(confs[0]["seconds_per_item"]),
+                        f"measured: probe on {machine} ({rec.get('gpu_name') or '?'}), {rec['path']}")
+        return None
+
+
+def _measured_seconds(measured: Measurements | None, key: str, machine: str, n_items: float, what: str,
+                      **match) -> Figure | None:
+    found = measured.timing(key, machine, **match) if measured is not None else None
+    if found is None:
+        return None
+    load, per, source = found
+    return Figure(load + n_items * per, f"{source}: load {load:g} s + {n_items:g} {what} x {per:g} s")
+
 
 def generator_key(gen: dict) -> str:
     return f"generator/{gen['backend']}/{gen['precision']}/{gen['size']}"
@@ -262,7 +284,8 @@ def generator_ask(
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}
     refs = min(max(int(k) for k in per_view), max(1, n_references))
-    seconds = Figure(
+    seconds = _measured_seconds(measured, generator_key(gen), machine, n_views, "views",
+                                references=max(1, n_references)) or Figure(
         float(secs.get("load", 60)) + n_views * float(per_view.get(refs, per_view.get(str(refs), 60))),
         f"estimate: load + {n_views} views x {per_view.get(refs)} s ({refs} reference(s), RFD 1163)",
     )
@@ -286,7 +309,8 @@ def detector_ask(
     stage = facts["stages"]["keypoints_cpu"]
     ram = Figure(float(stage["ram_gib"]), stage["source"])
     secs = model.get("seconds") or {}
-    seconds = Figure(float(secs.get("load", 10)) + n_images * float(secs.get("per_image", 1.0)), "estimate: models.yaml seconds")
+    seconds = _measured_seconds(measured, detector_key(det), machine, n_images, "images") or Figure(
+        float(secs.get("load", 10)) + n_images * float(secs.get("per_image", 1.0)), "estimate: models.yaml seconds")
     if _cuda(det["device"]):
         vram = _with_context(facts, _peak(facts, measured, machine, detector_key(det), name, estimate))
         return Ask(vram=vram, ram=ram, seconds=seconds, devices=("cuda",), model=name)
@@ -313,8 +337,14 @@ def scorer_ask(
     ram = _streamed_weights_ram(facts, model)
     secs = model.get("seconds") or {}
     per = float(secs.get("per_image", 36))
-    seconds = Figure(float(secs.get("load", 60)) + n_views * num_pass * per,
-                     f"estimate: load + {n_views} views x {num_pass} passes x {per:g} s (models.yaml seconds)")
+    # a score is the SC and the PQ question: the probe times each
+    sc = _measured_seconds(measured, scorer_key(scorer), machine, n_views * num_pass, "SC questions", question="SC")
+    pq = measured.timing(scorer_key(scorer), machine, question="PQ") if sc is not None else None
+    if sc is not None and pq is not None:
+        seconds = Figure(sc.value + n_views * num_pass * pq[1], f"{sc.source} + as many PQ questions x {pq[1]:g} s")
+    else:
+        seconds = Figure(float(secs.get("load", 60)) + n_views * num_pass * per,
+                         f"estimate: load + {n_views} views x {num_pass} passes x {per:g} s (models.yaml seconds)")
     return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
 
 
