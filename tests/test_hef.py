@@ -274,6 +274,19 @@ def test_the_table_divides_only_the_same_model_and_export():
         "no speedup: export 576px num_windows=1 on the device, 576px num_windows=2 on the CPU"}
 
 
+def test_the_preflight_asks_the_dfc_environments_interpreter_when_one_is_named(monkeypatch):
+    """FOURLOOPS_DFC_PYTHON (the desk container's /opt/dfc, a pod's venv): the DFC must import THERE."""
+    monkeypatch.setenv("FOURLOOPS_DFC_PYTHON", sys.executable)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    msg = preflight.check(preflight.Need("dfc", "", rule="hef_compile"))
+    assert msg.startswith(f"rule hef_compile: FOURLOOPS_DFC_PYTHON = {sys.executable!r} cannot import hailo_sdk_client; "
+                          "the Hailo Dataflow Compiler"), msg
+    monkeypatch.setenv("PYTHONPATH", str(STANDINS))  # an interpreter that has it
+    assert preflight.check(preflight.Need("dfc", "", rule="hef_compile")) is None
+    monkeypatch.setenv("FOURLOOPS_DFC_PYTHON", "/nonexistent/bin/python")
+    assert "cannot run" in preflight.check(preflight.Need("dfc", "", rule="hef_compile"))
+
+
 # ------------------------------------------------------------------------------------- walls
 def test_the_compile_is_refused_on_the_desk_and_fits_the_pod():
     stage = stage_for("hef_compile")

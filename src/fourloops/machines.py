@@ -114,13 +114,14 @@ def card_capacity_mb(m: Machine) -> int:
 def placement(executor: str | None, machines: dict) -> dict[str, str]:
     """Profile tag -> the machine its jobs run on under `executor`; tags not listed run on the target.
 
-    Under the RunPod executor `pod` jobs run on a rented pod, and so do `container` jobs when the pod
-    section names a DFC image (pod.runpod.dfc_image). Every other executor runs every job on the target.
+    Under the RunPod executor `pod` jobs run on a rented pod, and so do `container` jobs when the container's
+    host is the pod (container.host: pod): there the executor builds the DFC's venv from the user's wheel.
+    Every other executor runs every job on the target.
     """
     if executor != "runpod":
         return {}
     out = {"pod": "pod"}
-    if ((machines.get("pod") or {}).get("runpod") or {}).get("dfc_image"):
+    if (machines.get("container") or {}).get("host") == "pod":
         out["container"] = "pod"
     return out
 

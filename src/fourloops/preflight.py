@@ -80,12 +80,11 @@ def check(need: Need) -> str | None:
             where = f"; install HailoRT from {HAILORT_DOWNLOAD}" if need.what == "hailortcli" else ""
             return f"executable {need.what} (rule {need.rule}) is not on PATH{where}"
         return None
-    if need.kind == "dfc":
-        if importlib.util.find_spec("hailo_sdk_client") is None:
-            from fourloops.dfc import missing_message
+    if need.kind == "dfc":  # where the compile runs: FOURLOOPS_DFC_PYTHON's interpreter when set, else here
+        from fourloops.dfc import installed_problem
 
-            return f"rule {need.rule}: {missing_message(need.what or None)}"
-        return None
+        problem = installed_problem(need.what or None)
+        return f"rule {need.rule}: {problem}" if problem else None
     if need.kind == "package":
         if importlib.util.find_spec(need.what) is None:
             if need.what != "omnigen2":

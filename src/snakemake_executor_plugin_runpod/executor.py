@@ -9,6 +9,10 @@ How a run goes:
   over direct TCP. Then, once per pod: the workflow's files are rsynced and the setup command runs.
 - Per job: rsync the inputs up, run Snakemake's own remote job command over ssh, rsync outputs, logs
   and benchmarks back (provenance records are outputs here).
+- A job of the `container` profile (the Dataflow Compiler) goes to a pod when machines.yaml's container is
+  hosted there: before any pod is rented the user's wheel (`hef.dfc_wheel`) is checked and hashed; on the
+  pod the executor uploads it (skipped when the pod's copy has its sha256), builds the DFC's own venv from
+  it once per pod (`dfcvenv`), and runs the job with FOURLOOPS_DFC_PYTHON naming that venv's interpreter.
 - Pods are reused (pool_size), torn down after `idle_teardown_s` idle and when the run ends (normal
   exit, error, SIGTERM, SIGINT). Teardown is verified through the pod list and billing; the run prints
   the session's cost. `fourloops pods reap` handles the SIGKILL case.
@@ -40,12 +44,13 @@ from snakemake_interface_executor_plugins.executors.real import RealExecutor
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 
-from fourloops import machines, runpod
+from fourloops import dfc, machines, runpod
 from fourloops.generate import FETCH_ENV
 from fourloops.pods import RunRecord
 from fourloops.provenance import redact
 
 from . import settings as settings_mod
+from .dfcvenv import DfcVenv, DfcVenvError, DfcWheel
 from .pool import Pod, PodPool
 from .transport import Transport, source_files
 
@@ -73,7 +78,12 @@ class Executor(RemoteExecutor):
         self.settings: settings_mod.ExecutorSettings = config.settings
         self.pod_spec = config.pod
         self.run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-        self._make_desk_rules_local(machines.remote_tags(EXECUTOR_NAME, config.machines))
+        remote = machines.remote_tags(EXECUTOR_NAME, config.machines)
+        self._make_desk_rules_local(remote)
+        # The DFC's wheel, checked and hashed before any pod is rented, when a container job will go to one.
+        self.dfc_wheel = None
+        if "container" in remote and self._pending_profiles() & {"container"}:
+            self.dfc_wheel = DfcWheel.from_config(self.workflow.config.get("hef") or {})
         if key.note:
             self.log(f"runpod: {key.note}", warning=True)
         self.client = runpod.Client(key.value, self.settings.api_url, timeout=30)
@@ -87,6 +97,10 @@ class Executor(RemoteExecutor):
         )
         self.pubkey = (self.keydir / "id_ed25519.pub").read_text().strip()
         self.transport = Transport(keyfile, self.keydir / "known_hosts")
+        self.dfc_venv = DfcVenv(self.dfc_wheel, self.settings.dfc_python, self.transport, self.log) if self.dfc_wheel else None
+        if self.dfc_wheel:
+            self.log(f"runpod: container jobs run the Dataflow Compiler from {self.dfc_wheel.path.name} (DFC "
+                     f"{dfc.wheel_version(self.dfc_wheel.path)}, sha256 {self.dfc_wheel.sha256[:16]}...) in a venv on the pod")
         self.pool = PodPool(
             self.settings.pool_size, start=self.start_pod, stop=self.teardown, work_left=self.pod_work_left,
             idle_teardown_s=self.settings.idle_teardown_s, close_wait_s=self.settings.teardown_timeout_s + 30,
@@ -108,19 +122,27 @@ class Executor(RemoteExecutor):
         self.log(f"runpod: run {self.run_id}: pod jobs go to RunPod ({self.client.base_url}), up to "
                  f"{self.settings.pool_size} pod(s) named {self.settings.name_prefix}-{self.run_id}-N")
 
-    def _make_desk_rules_local(self, remote: set[str]) -> None:
-        """Rules whose profile tag does not run remotely become local rules: Snakemake runs them here."""
+    @staticmethod
+    def _profile(rule_name: str) -> str | None:
         from fourloops.stage import UnknownRule, stage_for
 
-        def profile(rule) -> str | None:
-            try:  # the stage declaration says where a rule's jobs run
-                return stage_for(rule.name).profile
-            except UnknownRule:  # a target rule (all, probe): no work of its own
-                return None
+        try:  # the stage declaration says where a rule's jobs run
+            return stage_for(rule_name).profile
+        except UnknownRule:  # a target rule (all, probe): no work of its own
+            return None
 
-        local = [rule.name for rule in self.workflow.rules if profile(rule) not in remote]
+    def _make_desk_rules_local(self, remote: set[str]) -> None:
+        """Rules whose profile tag does not run remotely become local rules: Snakemake runs them here."""
+        local = [rule.name for rule in self.workflow.rules if self._profile(rule.name) not in remote]
         self.workflow.localrules(*local)
         self.local_rule_names = set(local)
+
+    def _pending_profiles(self) -> set[str]:
+        """The profile tags of the jobs this run still has to do (the DAG is built before the executor)."""
+        try:
+            return {self._profile(job.rule.name) for job in self.workflow.dag.needrun_jobs()} - {None}
+        except (AttributeError, RuntimeError):  # no DAG to look at: assume every tag
+            return {"desk", "pod", "container"}
 
     def log(self, msg: str, warning: bool = False) -> None:
         msg = redact(msg)
@@ -276,9 +298,18 @@ class Executor(RemoteExecutor):
             return False, f"runpod: syncing inputs to {pod.id} failed: {redact(up.stderr[-1500:])}"
         rlog = f"{pod.joblogs}/{job.name}-{job.jobid}-{self.run_id}.log"
         invocation = redact(os.environ.get("FOURLOOPS_INVOCATION", ""))  # the desk's command, for provenance
+        dfc_env, venv_log = "", None
+        if self.dfc_venv is not None and self._profile(job.name) == "container":
+            try:
+                built = self.dfc_venv.ensure(pod)
+            except DfcVenvError as err:
+                self._log_into_job(job, cwd, err.log)
+                return False, str(err)
+            venv_log = built.log
+            dfc_env = f"export {dfc.DFC_PYTHON_ENV}={shlex.quote(built.python)}; "
         command = (
             "[ -f /etc/rp_environment ] && . /etc/rp_environment; "
-            f"export FOURLOOPS_INVOCATION={shlex.quote(invocation)}; "
+            f"export FOURLOOPS_INVOCATION={shlex.quote(invocation)}; {dfc_env}"
             f"cd {shlex.quote(pod.work)} && export PYTHONPATH={shlex.quote(pod.repo + '/src')}"
             "${PYTHONPATH:+:$PYTHONPATH} && "
             f"{{ {exec_job} ; }} > {shlex.quote(rlog)} 2>&1"
@@ -288,6 +319,8 @@ class Executor(RemoteExecutor):
         seconds = time.monotonic() - t0
         products = [_rel(f, cwd) for f in [*job.output, *job.log, *([job.benchmark] if job.benchmark else [])]]
         down = t.rsync(pod, [f for f in products if f], t.remote(pod, "work/"), str(cwd) + "/")
+        if venv_log:
+            self._log_into_job(job, cwd, venv_log)
         if res.returncode == 0 and down.returncode == 0:
             return True, ""
         if res.returncode == 255 or self._cancel.is_set():
@@ -301,6 +334,17 @@ class Executor(RemoteExecutor):
             return False, f"runpod: copying the outputs back from {pod.id} failed: {redact(down.stderr[-1500:])}"
         return False, (f"runpod: job failed on pod {pod.id} (exit {res.returncode}) after {seconds:.0f} s; "
                        f"remote log {rlog}, last lines:\n{redact(tail)}")
+
+    @staticmethod
+    def _log_into_job(job: JobExecutorInterface, cwd: Path, text: str) -> None:
+        """`text` (what the executor did on the pod for this job) at the top of the job's log, here."""
+        logs = [p for p in (_rel(f, cwd) for f in job.log) if p]
+        if not logs:
+            return
+        path = cwd / logs[0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rest = path.read_text(errors="replace") if path.exists() else ""
+        path.write_text(redact(text) + rest)
 
     def _check_alive(self, pod: Pod) -> bool:
         if self._cancel.is_set():

@@ -78,6 +78,12 @@ class ExecutorSettings(ExecutorSettingsBase):
         help="command run once per pod after the sources are synced.",
         allowed="a non-empty command", check=lambda v: bool(v.strip()),
     )
+    dfc_python: str = _setting(
+        "python3.10", machines_key="dfc_python",
+        help="python on the pod that creates the Dataflow Compiler's own venv for `container` jobs (the DFC's Python: "
+             "3.10 for DFC 5.x; {workspace}, {root}, {repo} expand).",
+        allowed="a non-empty command", check=lambda v: bool(v.strip()),
+    )
     ready_timeout_s: float = _setting(
         600.0, machines_key="ready_timeout_s",
         help="terminate a pod not ready within this many seconds.",

@@ -1,15 +1,19 @@
 """A stand-in for the Hailo Dataflow Compiler's `hailo_sdk_client`, for tests only (tests/test_hef.py).
 
 It is importable only where a test puts tests/standins on the path; the product never ships it or falls
-back to it. It records each call, logs the way the DFC does (a logger and a log file in the working
-directory), and fails or hangs in a named step when FOURLOOPS_DFC_STANDIN asks it to:
+back to it. tests/test_pod_dfc.py packs it into a throwaway wheel named hailo_dataflow_compiler. It records
+each call (with the interpreter that made it), logs the way the DFC does (a logger and a log file in the
+working directory), and fails or hangs in a named step when FOURLOOPS_DFC_STANDIN (that JSON, or a file
+holding it) asks it to:
   {"calls": "<file to append one JSON line per call>", "raise_in": "compile", "hang_in": "compile",
-   "started": "<file touched when the hanging step starts>"}
+   "started": "<file touched when the hanging step starts>",
+   "raise_once_in": "compile", "once": "<file: raise only while it does not exist, then create it>"}
 """
 
 import json
 import logging
 import os
+import sys
 import time
 
 __version__ = "0.0.0-standin"
@@ -19,20 +23,26 @@ _log.setLevel(logging.INFO)
 
 
 def _settings():
-    return json.loads(os.environ.get("FOURLOOPS_DFC_STANDIN", "{}"))
+    value = os.environ.get("FOURLOOPS_DFC_STANDIN", "{}")
+    if not value.lstrip().startswith("{"):  # a file holding the JSON (an environment that cannot carry quotes)
+        value = open(value).read()
+    return json.loads(value)
 
 
 def _step(name, **args):
     cfg = _settings()
     if cfg.get("calls"):
         with open(cfg["calls"], "a") as fh:
-            fh.write(json.dumps({"call": name, **args}) + "\n")
+            fh.write(json.dumps({"call": name, "python": sys.executable, **args}) + "\n")
     _log.info("standin %s", name)
     with open("hailo_sdk.client.log", "a") as fh:
         fh.write(f"standin log file: {name}\n")
     if cfg.get("hang_in") == name:
         open(cfg["started"], "w").close()
         time.sleep(600)
+    if cfg.get("raise_once_in") == name and not os.path.exists(cfg["once"]):
+        open(cfg["once"], "w").close()
+        raise RuntimeError(f"standin: {name} failed once (AccelerasResourceError-like)")
     if cfg.get("raise_in") == name:
         raise RuntimeError(f"standin: {name} failed (AccelerasResourceError-like)")
 
