@@ -114,9 +114,10 @@ class Executor(RemoteExecutor):
 
         def profile(rule) -> str | None:
             try:  # the stage declaration says where a rule's jobs run
-                return stage_for(rule.name).profile
+                stage = stage_for(rule.name)
             except UnknownRule:  # a target rule (all, probe): no work of its own
                 return None
+            return stage.profile_for(self.workflow.config)  # the config may choose it (lora.profile)
 
         local = [rule.name for rule in self.workflow.rules if profile(rule) not in remote]
         self.workflow.localrules(*local)
