@@ -147,7 +147,6 @@ CONFIG_CASES = [
     ("conditions:\n  B: {references: [0, 91]}\n", "conditions.B.references[1] = 91"),
     ("conditions:\n  B: {prompt: 'turn around'}\n", "the template must contain {azimuth}"),
     ("conditions:\n  B: {prompt: 'turn to {angle}'}\n", "unknown placeholder(s) ['angle']"),
-    ("conditions:\n  C: {lora: true}\n", "conditions.C.lora = true"),
     # the file itself
     ("- 1\n- 2\n", "extra.yaml: holds list, not a mapping of config keys"),
     ("render:\n  camera: [1\n", "extra.yaml, line 3, column 1: expected ',' or ']'"),
