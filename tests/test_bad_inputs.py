@@ -139,7 +139,7 @@ CONFIG_CASES = [
     ("generator:\n  backend: dalle\n", "generator.backend = 'dalle'"),
     ("conditions:\n  1A: {references: [0], prompt: '{azimuth}'}\n", "key '1A' is not allowed"),
     ("conditions:\n  floor: {references: [0], prompt: '{azimuth}'}\n", "key 'floor' is not allowed"),
-    ("conditions:\n  D: {references: [0]}\n", "conditions.D: the key 'prompt' is missing"),
+    ("conditions:\n  E: {references: [0]}\n", "conditions.E: the key 'prompt' is missing"),
     ("keypoints:\n  weights: ''\n", "keypoints.weights = ''"),
     ("publish:\n  artifacts: [{path: /etc/passwd, kind: corpus}]\n", "publish.artifacts[0].path = '/etc/passwd'"),
     # cross-key checks (after defaults)
