@@ -313,7 +313,7 @@ def test_views_lost_to_a_killed_regenerate_are_rebuilt_not_ignored(built_copy):
 @pytest.mark.parametrize("target,words", [
     ("results/render/azXYZ.png", "allowed: one of 000, 045, 090, 135, 180, 225, 270, 315"),
     ("results/generate/Q/views.json", "condition = 'Q' is not allowed for rule generate"),
-    ("results/fit/nope.json", "allowed: one of A, B, C, floor, floor_gt"),
+    ("results/fit/nope.json", "allowed: one of A, B, C, D, floor, floor_gt"),
 ])
 def test_a_target_no_rule_makes_is_explained_with_what_is_allowed(tmp_path, target, words):
     proc = run_snakemake(tmp_path, "-n", target, check=False)
