@@ -30,12 +30,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import random
 import shutil
 import string
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fourloops.io import atomic_dir, atomic_path, read_json, sha256_file, write_json, write_text
@@ -498,26 +497,24 @@ def census(path: str | Path) -> dict:
     return {"tensors": total, "lora_tensors": lora, "trainable_parameters": params, "metadata": meta}
 
 
-def _plot(losses: list[dict], png: str, title: str) -> None:
-    import matplotlib
+def _plot(losses: list[dict], png: str, title: str, smoke: bool) -> None:
+    from fourloops.figures import mark_smoke, pyplot, save_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
     steps = [r["step"] for r in losses]
     ax.plot(steps, [r["loss"] for r in losses], lw=1.2, color="#1f77b4", label="loss (mean of the micro-steps)")
     for before, r in zip(losses, losses[1:]):
         if r["attempt"] != before["attempt"]:  # a resumed run continues the curve from here
-            ax.axvline(r["step"] - 0.5, color="#d62728", lw=0.8, ls="--", label="resumed")
+            ax.axvline(r["step"] - 0.5, color="#7f7f7f", lw=0.8, ls="--", label="resumed")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("flow-matching MSE")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    with atomic_path(png) as tmp:
-        fig.savefig(tmp, format="png", metadata={"Software": None})
-    plt.close(fig)
+    fig.tight_layout(rect=(0, 0, 1, 0.93) if smoke else None)
+    if smoke:
+        mark_smoke(fig)
+    save_png(fig, png)
 
 
 def train(spec: TrainSpec, records_path: str, embeddings_path: str, out_path: str, loss_csv: str, loss_png: str,
@@ -645,7 +642,8 @@ def train(spec: TrainSpec, records_path: str, embeddings_path: str, out_path: st
     with atomic_path(loss_csv) as tmp:
         pd.DataFrame(losses, columns=["step", "loss", "lr", "seconds", "attempt"]).to_csv(
             tmp, index=False, float_format="%.8g")
-    _plot(losses, loss_png, f"{spec.backend} LoRA r{spec.rank} at {spec.resolution} px, {spec.frozen_dtype} frozen")
+    _plot(losses, loss_png, f"{spec.backend} LoRA r{spec.rank} at {spec.resolution} px, {spec.frozen_dtype} frozen",
+          smoke=spec.model_set == "smoke")
     with atomic_path(out_path) as tmp:
         save_file(state_dict, str(tmp), metadata={META_KEY: json.dumps(spec.metadata(), sort_keys=True)})
     shutil.rmtree(checkpoint_dir, ignore_errors=True)  # the final LoRA supersedes them
