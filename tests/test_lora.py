@@ -271,7 +271,7 @@ def checked(tmp_path: Path, lora_cfg: dict, **top) -> str:
     from snakemake.utils import validate
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    config["lora"] = {**config["lora"], **lora_cfg}
+    config["lora"] = dict(lora_cfg)  # over the slice's defaults (config/schema.d/lora.yaml)
     config.update(top)
     with pytest.raises(ConfigError) as err:
         check_config(config, schema, BACKENDS, SMOKE_BACKENDS, lambda c, p: validate(c, p))
