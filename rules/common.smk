@@ -45,6 +45,7 @@ os.environ.setdefault("FOURLOOPS_REPO", str(workflow.basedir))
 os.environ.update(FOURLOOPS_SNAKEMAKE_PID=str(os.getpid()))
 
 SMOKE = config["model_set"] == "smoke"
+SIZING = config["model_set"] == "sizing"  # the real models at their real shapes, random weights (rules/sizing.smk)
 CONDITIONS = list(config["conditions"])
 SOURCES = CONDITIONS + ["floor", "floor_gt"]
 
@@ -70,6 +71,11 @@ wildcard_constraints:
 SMOKE_GENERATOR_DIR = "models/smoke/generator-{backend}"
 SMOKE_DETECTOR = "models/smoke/rfdetr-keypoint.pth"
 SMOKE_SCORER_DIR = "models/smoke/scorer"
+SIZING_DIR = "models/sizing/{component}"  # fourloops.sizing.build writes each one; the real loaders read it
+
+
+def sizing_model(component, inner=""):
+    return SIZING_DIR.format(component=component) + (f"/{inner}" if inner else "")
 
 # fourloops' view of this workflow; the stage files use its ASKS (as resources) and LINEAGE (a param).
 smk.check_model_set(config["model_set"])
@@ -104,6 +110,8 @@ def generator_settings():
             steps=config["smoke"]["generator_steps"],
             size=config["smoke"]["generator_size"],
         )
+    elif SIZING:  # the configured generator, its random-weight copy at the real shape
+        gen.update(model=sizing_model(gen["backend"]), revision=None)
     return gen
 
 
@@ -113,6 +121,8 @@ def detector_settings():
         det.update(weights=SMOKE_DETECTOR, device="cpu", resolution=config["smoke"]["keypoints_resolution"])
         if config["smoke"]["ask_card"]:
             det["ask_card"] = True
+    elif SIZING:
+        det["weights"] = sizing_model("detector", "rfdetr-keypoint.pth")
     else:
         det["weights"] = os.path.expanduser(det["weights"])
     return det
@@ -133,7 +143,7 @@ def render_keypoints(tag):
 def get_generate_inputs(wildcards):
     cond = config["conditions"][wildcards.condition]
     inputs = {"references": [render_image(az_tag(a)) for a in cond["references"]]}
-    if SMOKE:
+    if SMOKE or SIZING:
         inputs["model"] = generator_settings()["model"]
     if cond.get("lora", False):  # the camera LoRA (rules/lora.smk): a retrained one makes this condition stale
         inputs["lora"] = LORA_FILE
@@ -167,6 +177,8 @@ def get_keypoint_inputs(wildcards):
     inputs = {"images": images, "manifest": manifest}
     if SMOKE:
         inputs["weights"] = SMOKE_DETECTOR
+    elif SIZING:
+        inputs["weights"] = sizing_model("detector")
     return inputs
 
 
@@ -192,11 +204,16 @@ def get_fit_params(wildcards):
 
 
 def get_probe_inputs(wildcards):
-    """The smoke set's models are built by the workflow; real weights live in the HF cache (preflight checks them)."""
+    """The smoke and sizing sets' models are built by the workflow; real weights live in the HF cache (preflight checks them)."""
+    if SIZING:
+        return {"model": sizing_model(generator_settings()["backend"] if wildcards.component == "generator"
+                                      else wildcards.component)}
     if not SMOKE:
         return {}
     if wildcards.component == "generator":
         return {"model": generator_settings()["model"]}
+    if wildcards.component == "scorer":
+        return {"model": SMOKE_SCORER_DIR}
     return {"weights": SMOKE_DETECTOR}
 
 
@@ -209,7 +226,7 @@ def get_ladder_inputs(wildcards):
 
 def get_restyle_inputs(wildcards):
     inputs = {"references": [render_image(t) for t in RESTYLE_TAGS]}
-    if SMOKE:
+    if SMOKE or SIZING:
         inputs["model"] = generator_settings()["model"]
     return inputs
 
@@ -237,7 +254,7 @@ def hef_settings():
 
 
 def hef_detector_inputs(wildcards):
-    return {"weights": SMOKE_DETECTOR} if SMOKE else {}
+    return {"weights": SMOKE_DETECTOR} if SMOKE else {"weights": sizing_model("detector")} if SIZING else {}
 
 
 def scorer_settings():
@@ -250,6 +267,9 @@ def scorer_settings():
         s.update(base=f"{SMOKE_SCORER_DIR}/base", base_revision=None, adapter=f"{SMOKE_SCORER_DIR}/adapter",
                  adapter_revision=None, precision="fp32", device="cpu",
                  max_new_tokens=config["smoke"]["scorer_max_new_tokens"])
+    elif SIZING:
+        s.update(base=sizing_model("scorer", "base"), base_revision=None, adapter=sizing_model("scorer", "adapter"),
+                 adapter_revision=None)
     return s
 
 
@@ -261,6 +281,8 @@ def get_grades_inputs(wildcards):
     }
     if SMOKE:
         inputs["model"] = SMOKE_SCORER_DIR
+    elif SIZING:
+        inputs["model"] = sizing_model("scorer")
     return inputs
 
 

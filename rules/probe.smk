@@ -1,11 +1,13 @@
-# Measured beats estimated: one pass per configured model on the machine this runs on; its peak VRAM
-# and load time replace the models.yaml estimate in later wall checks (fourloops.asks.Measurements).
+# Measured beats estimated: one load per configured model on the machine this runs on, then timed passes per
+# configuration (the generator per reference count); its peak VRAM, load and per-item seconds replace the
+# models.yaml estimate in later wall checks (fourloops.asks.Measurements).
 #   snakemake probe --config machine=desk
+#   snakemake --profile profiles/sizing probe      (the sizing set: real shapes, random weights, built first)
 
 
 rule probe:
     input:
-        expand("results/probe/{machine}/{component}.json", machine=config["machine"], component=["generator", "detector"]),
+        expand("results/probe/{machine}/{component}.json", machine=config["machine"], component=["generator", "detector", "scorer"]),
 
 
 rule probe_model:
@@ -19,11 +21,12 @@ rule probe_model:
     benchmark:
         "benchmarks/probe/{machine}/{component}.tsv"
     wildcard_constraints:
-        component="generator|detector",
+        component="generator|detector|scorer",
         machine="desk|pod",
     params:
         generator=generator_settings(),
         detector=detector_settings(),
+        scorer=scorer_settings(),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1

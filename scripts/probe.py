@@ -8,6 +8,7 @@ with job(snakemake) as run:
         component=snakemake.wildcards.component,
         generator=snakemake.params.generator,
         detector=snakemake.params.detector,
+        scorer=snakemake.params.scorer,
         model_set=snakemake.params.model_set,
         machine=snakemake.wildcards.machine,
     ))

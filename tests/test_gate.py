@@ -183,6 +183,14 @@ def test_rule4_anything_from_the_smoke_model_set_is_refused(work):
     assert rules_broken(out) == {4} and "generate" in out.refusals[0].evidence
 
 
+def test_rule4_anything_from_the_sizing_model_set_is_refused_naming_sizing(work):
+    work.chain("results/ladder.csv", model_set="sizing")
+    out = work.gate([corpus("results/ladder.csv")])
+    assert rules_broken(out) == {4}
+    assert "model_set sizing" in out.refusals[0].evidence and "profiles/sizing" in out.refusals[0].fix
+    assert "sizing" in out.refusals[0].rule_broken
+
+
 def test_rule4_a_record_without_a_model_set_is_refused(work):
     work.chain("results/ladder.csv")
     work.job("table", "A", ["results/fit/A.json"], {"results/ladder.csv": b"tableresults/ladder.csv"}, model_set=None)

@@ -191,6 +191,28 @@ class Measurements:
             return Figure(float(rec["peak_vram_gib"]), f"measured: probe on {where} ({gpu}), {rec['path']}")
         return self.history.get(key)
 
+    def timing(self, key: str, machine: str, **match) -> tuple[float, float, str] | None:
+        """(load s, s per item, source) from the target machine's own probe, for the configuration matching `match`
+        (e.g. references=2); time depends on the GPU, so another machine's probe is not used."""
+        for rec in self.probes.get(key) or []:
+            if rec.get("machine_name") != machine:
+                continue
+            confs = [c for c in rec.get("configurations") or []
+                     if c.get("seconds_per_item") is not None and all(c.get(k) == v for k, v in match.items())]
+            if confs:
+                return (float(rec.get("load_seconds") or 0.0), float(confs[0]["seconds_per_item"]),
+                        f"measured: probe on {machine} ({rec.get('gpu_name') or '?'}), {rec['path']}")
+        return None
+
+
+def _measured_seconds(measured: Measurements | None, key: str, machine: str, n_items: float, what: str,
+                      **match) -> Figure | None:
+    found = measured.timing(key, machine, **match) if measured is not None else None
+    if found is None:
+        return None
+    load, per, source = found
+    return Figure(load + n_items * per, f"{source}: load {load:g} s + {n_items:g} {what} x {per:g} s")
+
 
 def generator_key(gen: dict) -> str:
     return f"generator/{gen['backend']}/{gen['precision']}/{gen['size']}"
@@ -210,8 +232,13 @@ def _cuda(device: str) -> bool:
 
 
 def _with_context(facts: dict, fig: Figure) -> Figure:
+    """What the driver sees of a process whose torch peak is `fig`: the allocator's slack and the CUDA context."""
     ctx = float(facts.get("cuda_context_gib", 0.0))
-    return Figure(fig.value + ctx, f"{fig.source} + CUDA context {ctx:g} GiB")
+    reserve = float(facts.get("allocator_reserve", 0.0))
+    if not reserve:
+        return Figure(fig.value + ctx, f"{fig.source} + CUDA context {ctx:g} GiB")
+    return Figure(fig.value * (1 + reserve) + ctx,
+                  f"{fig.source} + allocator reserve {reserve:.0%} + CUDA context {ctx:g} GiB")
 
 
 def _peak(facts: dict, measured: Measurements | None, machine: str, key: str, model_name: str, estimate) -> Figure:
@@ -257,7 +284,8 @@ def generator_ask(
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}
     refs = min(max(int(k) for k in per_view), max(1, n_references))
-    seconds = Figure(
+    seconds = _measured_seconds(measured, generator_key(gen), machine, n_views, "views",
+                                references=max(1, n_references)) or Figure(
         float(secs.get("load", 60)) + n_views * float(per_view.get(refs, per_view.get(str(refs), 60))),
         f"estimate: load + {n_views} views x {per_view.get(refs)} s ({refs} reference(s), RFD 1163)",
     )
@@ -281,7 +309,8 @@ def detector_ask(
     stage = facts["stages"]["keypoints_cpu"]
     ram = Figure(float(stage["ram_gib"]), stage["source"])
     secs = model.get("seconds") or {}
-    seconds = Figure(float(secs.get("load", 10)) + n_images * float(secs.get("per_image", 1.0)), "estimate: models.yaml seconds")
+    seconds = _measured_seconds(measured, detector_key(det), machine, n_images, "images") or Figure(
+        float(secs.get("load", 10)) + n_images * float(secs.get("per_image", 1.0)), "estimate: models.yaml seconds")
     if _cuda(det["device"]):
         vram = _with_context(facts, _peak(facts, measured, machine, detector_key(det), name, estimate))
         return Ask(vram=vram, ram=ram, seconds=seconds, devices=("cuda",), model=name)
@@ -308,8 +337,14 @@ def scorer_ask(
     ram = _streamed_weights_ram(facts, model)
     secs = model.get("seconds") or {}
     per = float(secs.get("per_image", 36))
-    seconds = Figure(float(secs.get("load", 60)) + n_views * num_pass * per,
-                     f"estimate: load + {n_views} views x {num_pass} passes x {per:g} s (models.yaml seconds)")
+    # a score is the SC and the PQ question: the probe times each
+    sc = _measured_seconds(measured, scorer_key(scorer), machine, n_views * num_pass, "SC questions", question="SC")
+    pq = measured.timing(scorer_key(scorer), machine, question="PQ") if sc is not None else None
+    if sc is not None and pq is not None:
+        seconds = Figure(sc.value + n_views * num_pass * pq[1], f"{sc.source} + as many PQ questions x {pq[1]:g} s")
+    else:
+        seconds = Figure(float(secs.get("load", 60)) + n_views * num_pass * per,
+                         f"estimate: load + {n_views} views x {num_pass} passes x {per:g} s (models.yaml seconds)")
     return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
 
 
@@ -413,3 +448,32 @@ def recorded_ask(facts: dict, name: str, *, licensed: tuple[str, ...] = (), devi
         model=name,
     )
 
+
+
+# ------------------------------------------------------------------------------------- offload
+def offload_ask(facts: dict, gen: dict, ask: Ask) -> Ask | None:
+    """The generate job `ask` with model CPU offload (a lever the wall check offers; generate loads every
+    component on the card today): models.yaml `offload` says how it is modelled and where its slowdown comes
+    from. VRAM: the largest component at the job's precision + activations at its size + the CUDA context;
+    RAM: every component waits in host memory at its precision (or the streamed bf16 copy, if larger);
+    time: the ask's x `offload.slowdown`. None: no offload facts, a recorded model, one component, or no card."""
+    off = facts.get("offload")
+    name = gen["backend"]
+    model = facts["models"][name]
+    comps = list(model.get("components") or {})
+    if not off or "recorded" in model or len(comps) < 2 or not _cuda(gen["device"]):
+        return None
+    precision, size = gen["precision"], int(gen["size"])
+    largest = max(comps, key=lambda c: component_gib(facts, model, c, precision))
+    gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resident=[largest],
+                                   resolution=size)
+    vram = _with_context(facts, Figure(gib, "estimate, offload (models.yaml offload): "
+                                       + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())))
+    host = float(facts["stages"]["generate_host_gib"])
+    held = sum(component_gib(facts, model, c, precision) for c in comps) + host
+    ram = ask.ram if ask.ram.value >= held else Figure(
+        held, f"estimate, offload: every component in host memory at {precision} {held - host:.2f} + host {host:g}")
+    slow = float(off["slowdown"])
+    seconds = Figure(ask.seconds.value * slow, f"{ask.seconds.source} x {slow:g} offload ({off['source']})")
+    return Ask(vram=vram, ram=ram, seconds=seconds, os=ask.os, arch=ask.arch, devices=ask.devices,
+               licensed=ask.licensed, model=ask.model)

@@ -66,19 +66,36 @@ def _probe_args(p: argparse.ArgumentParser) -> None:
 
 
 def probes(args) -> int:
-    """List the probe measurements the wall check will use (results/probe/<machine>/*.json)."""
+    """List the probe records the wall check will use (results/probe/<machine>/*.json), one line per configuration,
+    then the peaks measured by earlier jobs' provenance."""
     from fourloops.asks import Measurements
+    from fourloops.tables import format_table
 
     m = Measurements.load(args.workdir)
     if not m.probes and not m.history:
         print("no probes or measured provenance yet: run `snakemake probe` on the machine")
+    rows = []
     for key, recs in sorted(m.probes.items()):
         for r in recs:
-            print(f"{key:48s} {r['peak_vram_gib']:.2f} GiB  load {r.get('load_seconds', '?')} s  "
-                  f"{r.get('machine_name', '?')} ({r.get('gpu_name') or 'no GPU'})  {r['path']}")
+            configs = r.get("configurations") or [{"peak_vram_gib": r["peak_vram_gib"],
+                                                   "seconds_per_item": r.get("pass_seconds")}]
+            for c in configs:
+                refs = c.get("references", c.get("images", "-"))
+                rows.append((r.get("machine_name", "?"), r.get("component", "?"), key, r.get("precision", "-"),
+                             r.get("resolution", c.get("resolution", "-")), refs,
+                             _num(c.get("peak_vram_gib")), _num(r.get("load_seconds"), 1),
+                             _num(c.get("seconds_per_item"), 3), r.get("gpu_name") or "no GPU",
+                             (r.get("started") or "?")[:10], r.get("model_set", "?")))
+    if rows:
+        print(format_table(("machine", "component", "key", "precision", "res", "refs", "peak GiB", "load s", "s/item",
+                            "GPU", "date", "model set"), rows))
     for key, fig in sorted(m.history.items()):
         print(f"{key:48s} {fig.value:.2f} GiB  {fig.source}")
     return 0
+
+
+def _num(v, nd: int = 2) -> str:
+    return "-" if v is None else f"{float(v):.{nd}f}"
 
 
 def _pods_args(p: argparse.ArgumentParser) -> None:

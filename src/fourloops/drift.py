@@ -99,5 +99,5 @@ def heatmap(drift, out: str, title: str, smoke: bool) -> None:
     fig.colorbar(im, ax=ax, label="drift / bbox diagonal")
     fig.tight_layout(rect=(0, 0, 1, 0.95 if smoke else 1))
     if smoke:
-        mark_smoke(fig)
+        mark_smoke(fig, smoke)
     save_png(fig, out)

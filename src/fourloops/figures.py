@@ -7,6 +7,13 @@ from pathlib import Path
 from fourloops.io import atomic_path
 
 SMOKE_MARK = "SMOKE: tiny random models, not a result"
+SIZING_MARK = "SIZING: real shapes, random weights: the values mean nothing (memory and time only)"
+MARKS = {"smoke": SMOKE_MARK, "sizing": SIZING_MARK}  # model sets whose figures are not results
+
+
+def marked(model_set) -> str | bool:
+    """The model set to mark a figure or page with (a key of MARKS), or False for a result."""
+    return model_set if model_set in MARKS else False
 
 
 def pyplot():
@@ -18,11 +25,12 @@ def pyplot():
     return plt
 
 
-def mark_smoke(fig) -> None:
-    """A smoke figure says so on its face: a red banner along the top and a diagonal watermark."""
-    fig.text(0.5, 0.995, SMOKE_MARK, ha="center", va="top", color="white", fontsize=11, weight="bold",
+def mark_smoke(fig, model_set="smoke") -> None:
+    """A smoke (or sizing) figure says so on its face: a red banner along the top and a diagonal watermark."""
+    model_set = model_set if model_set in MARKS else "smoke"
+    fig.text(0.5, 0.995, MARKS[model_set], ha="center", va="top", color="white", fontsize=11, weight="bold",
              bbox=dict(facecolor="#c0392b", edgecolor="none", pad=3))
-    fig.text(0.5, 0.45, "SMOKE", ha="center", va="center", rotation=30, fontsize=80, weight="bold",
+    fig.text(0.5, 0.45, model_set.upper(), ha="center", va="center", rotation=30, fontsize=80, weight="bold",
              color="#c0392b", alpha=0.12, zorder=0)
 
 

@@ -367,7 +367,7 @@ def _is_zero_output_head(name: str, param: Any) -> bool:
 
 
 def build_smoke_detector(
-    out_path: str | os.PathLike, seed: int, *, head_init_std: float = 0.0, **shrink: Any
+    out_path: str | os.PathLike, seed: int, *, head_init_std: float = 0.0, model_set: str = "smoke", **shrink: Any
 ) -> dict[str, Any]:
     """Build a random-initialised RFDETRKeypointPreview offline and save it where ``pretrain_weights=`` can load it.
 
@@ -379,7 +379,8 @@ def build_smoke_detector(
     RF-DETR zero-initialises its box and keypoint output layers, so a freshly built model puts all 17 keypoints
     on the box centre. ``head_init_std`` > 0 redraws those all-zero output weights from N(0, std) (same seed),
     spreading the points a little (0.02: a pixel or two in a 20 px box; 0.1 already gives NaN scores, i.e. no
-    detection). The default 0.0 keeps RF-DETR's own initialisation.
+    detection). The default 0.0 keeps RF-DETR's own initialisation. ``model_set`` is what the checkpoint and its
+    sidecar record (the sizing set builds the unshrunk architecture through here: fourloops.sizing).
     """
     import torch
 
@@ -428,7 +429,7 @@ def build_smoke_detector(
         "model_name": type(model).__name__,
         "model_config": model_config,
         "rfdetr_version": get_version(),
-        "fourloops": {"model_set": "smoke", "seed": int(seed), "shrink": dict(shrink), "head_init_std": head_init_std},
+        "fourloops": {"model_set": model_set, "seed": int(seed), "shrink": dict(shrink), "head_init_std": head_init_std},
     }
     out = Path(out_path)
     with fio.atomic_path(out) as tmp, open(tmp, "wb") as fh:
@@ -438,7 +439,7 @@ def build_smoke_detector(
     build_seconds = time.perf_counter() - start
     parameter_count = int(sum(p.numel() for p in module.parameters()))
     sidecar = {
-        "model_set": "smoke",
+        "model_set": model_set,
         "seed": int(seed),
         "built_by": "fourloops.keypoints",
         "class": type(model).__name__,

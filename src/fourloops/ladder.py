@@ -128,9 +128,9 @@ def plot(rows: list[dict], path: str | Path, title: str) -> None:
         ax.set_xlabel("requested azimuth (deg)")
     for ax in axes[:, 0]:
         ax.set_ylabel("azimuth error (deg)")
-    smoke = any(r.get("model_set") == "smoke" for r in rows)
+    smoke = next((r["model_set"] for r in rows if r.get("model_set") in figures.MARKS), False)
     fig.suptitle(title, fontsize=10, y=0.93 if smoke else 0.99)
     fig.tight_layout(rect=(0, 0, 1, 0.9 if smoke else 0.96))
     if smoke:
-        figures.mark_smoke(fig)
+        figures.mark_smoke(fig, smoke)
     figures.save_png(fig, path)

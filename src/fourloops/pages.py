@@ -6,7 +6,7 @@ import csv
 from html import escape
 from pathlib import Path
 
-from fourloops.figures import SMOKE_MARK
+from fourloops.figures import MARKS, SMOKE_MARK, marked
 from fourloops.io import write_text
 
 STYLE = """
@@ -20,8 +20,10 @@ td.refused { color: #c0392b; font-weight: bold; }
 """
 
 
-def page(title: str, body: str, smoke: bool) -> str:
-    mark = f'<p class="smoke">{escape(SMOKE_MARK)}</p>\n' if smoke else ""
+def page(title: str, body: str, smoke) -> str:
+    """`smoke`: False for a result, else the model set whose mark the page carries (True: smoke)."""
+    text = MARKS.get(smoke, SMOKE_MARK) if smoke else ""
+    mark = f'<p class="smoke">{escape(text)}</p>\n' if smoke else ""
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
             f"<style>{STYLE}</style></head>\n<body>\n{mark}<h1>{escape(title)}</h1>\n{body}</body></html>\n")
 
@@ -47,7 +49,7 @@ def ladder_page(csv_path: str | Path, out: str | Path, model_set: str) -> int:
         head, rows = list(reader.fieldnames or []), list(reader)
     classes = ["floor" if r["condition"] in ("floor", "floor_gt") else "" for r in rows]
     body = table(head, [[r[h] for h in head] for r in rows], classes, table_id="ladder")
-    write_text(out, page(f"fourloops ladder ({model_set} model set)", body, model_set == "smoke"))
+    write_text(out, page(f"fourloops ladder ({model_set} model set)", body, marked(model_set)))
     return len(rows)
 
 
@@ -89,6 +91,6 @@ def plan_page(plan: dict, times: dict[str, tuple[float, str]], out: str | Path, 
     parts.append(table(["rule", "output", "profile", "machine", "verdict", "time", "time from"],
                        [[j["rule"], j["output"], j["profile"], j["machine"], j["verdict"],
                          _hms(times[j["output"]][0]), times[j["output"]][1]] for j in plan["jobs"]]))
-    write_text(out, page(f"walls and plan ({model_set} model set)", "".join(parts), model_set == "smoke"))
+    write_text(out, page(f"walls and plan ({model_set} model set)", "".join(parts), marked(model_set)))
     return {m: {"jobs": t["jobs"], "seconds": round(t["seconds"], 1), "cost_usd": round(t["cost"], 4)}
             for m, t in totals.items()}

@@ -39,6 +39,7 @@ class PlannedJob:
     seconds_source: str
     cost_usd: float
     partition: str = ""  # on a SLURM cluster: "partition <name>", "here (desk)" or "refused"
+    levers: dict | None = None  # a refused job: what would make it fit (fourloops.levers.Levers.as_dict)
 
 
 def benchmark_seconds(path: str | None) -> float | None:
@@ -69,6 +70,7 @@ def build(workflow, machine_name: str) -> dict:
         by_output[str(j.output[0]) if len(j.output) else j.rule.name] = j
     rows: list[PlannedJob] = []
     totals: dict[str, dict] = {}
+    found = walls.levers_of(verdict, machines) if not verdict.ok else {}  # refused jobs only: the dry-run pays nothing else
     for pending, checks in verdict.checked:
         ask = pending.ask
         job = by_output.get(pending.output)
@@ -89,6 +91,7 @@ def build(workflow, machine_name: str) -> dict:
             refused_walls=refused, vram_gib=round(ask.vram_mb / 1024.0, 2), vram_source=ask.vram.source,
             seconds=round(secs, 1), seconds_source=src, cost_usd=round(cost, 4),
             partition=placed.where[pending.output] if placed else "",
+            levers=found[(pending.rule, tuple(checks))].as_dict() if (pending.rule, tuple(checks)) in found else None,
         ))
         t = totals.setdefault(pending.profile, {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
         t["jobs"] += 1
@@ -99,7 +102,7 @@ def build(workflow, machine_name: str) -> dict:
         "ok": verdict.ok,
         "jobs": [asdict(r) for r in rows],
         "totals": {k: {**v, "seconds": round(v["seconds"], 1), "cost_usd": round(v["cost_usd"], 4)} for k, v in totals.items()},
-        "refusals": ((slurm.report(placed, machines) if placed else walls.report(verdict, machines))
+        "refusals": ((slurm.report(placed, machines) if placed else walls.report(verdict, machines, found))
                      if not verdict.ok else ""),
     }
 
@@ -109,11 +112,16 @@ def _hms(s: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+def _verdict(j: dict) -> str:
+    """A row's verdict; a refused row adds its first lever (the refusals below list them all)."""
+    return j["verdict"] + (f"; {j['levers']['short']}" if j.get("levers") else "")
+
+
 def format_plan(plan: dict) -> str:
     if not plan["jobs"]:
         return f"plan on {plan['machine']}: nothing to be done"
     head = ("rule", "output", "profile", f"walls on {plan['machine']}", "time", "cost", "why")
-    rows = [(j["rule"], j["output"], j["profile"], j["verdict"], _hms(j["seconds"]),
+    rows = [(j["rule"], j["output"], j["profile"], _verdict(j), _hms(j["seconds"]),
              f"${j['cost_usd']:.2f}" if j["profile"] == "pod" else "-", j["why"]) for j in plan["jobs"]]
     if any(j.get("partition") for j in plan["jobs"]):  # a SLURM cluster: where each job goes
         head = head[:4] + ("partition",) + head[4:]

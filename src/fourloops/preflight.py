@@ -5,6 +5,8 @@ A real run never falls back to the smoke models: what is missing is named, with 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
 import importlib.util
@@ -220,13 +222,22 @@ def model_dir_problem(path: str | Path) -> str | None:
     return None
 
 
-def problems(jobs: list[tuple[str, dict]]) -> list[str]:
-    """Check every distinct need of the pending jobs; return one line per unmet need."""
+def problems(jobs: list[tuple[str, dict]], built: Iterable[str] = ()) -> list[str]:
+    """Check every distinct need of the pending jobs; return one line per unmet need. A model file or directory
+    under one of `built` (outputs of the run's own jobs: the sizing set's models) is made by the run, not missing."""
+    made = [os.path.abspath(os.path.expanduser(p)) for p in built]
+
+    def by_the_run(need: Need) -> bool:
+        if need.kind not in ("model_dir", "checkpoint", "hf_model"):
+            return False
+        what = os.path.abspath(os.path.expanduser(str(need.what)))
+        return any(what == m or what.startswith(m.rstrip(os.sep) + os.sep) for m in made)
+
     seen: dict[tuple, Need] = {}
     for rule, params in jobs:
         for need in needs_for_job(rule, params):
             seen.setdefault(need.key(), need)
-    return [msg for need in seen.values() if (msg := check(need))]
+    return [msg for need in seen.values() if not by_the_run(need) and (msg := check(need))]
 
 
 def report(lines: list[str]) -> str:

@@ -23,5 +23,5 @@ def contact_sheet(images: list[str], azimuths: list[int], path: str | Path, titl
     fig.suptitle(title, fontsize=10, y=0.86 if smoke else 0.97)
     fig.tight_layout(rect=(0, 0, 1, 0.82 if smoke else 0.93))
     if smoke:
-        figures.mark_smoke(fig)
+        figures.mark_smoke(fig, smoke)
     figures.save_png(fig, path)

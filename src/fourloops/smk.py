@@ -329,7 +329,8 @@ class Workflow:
             wc = dict(job.wildcards.items())
             out.append(walls.PendingJob(
                 rule=job.rule.name, output=str(job.output[0]), profile=self.profile(job.rule.name, wc),
-                ask=self.ask(job.rule.name, wc), wildcards=wc,
+                ask=self.ask(job.rule.name, wc), wildcards=wc, params=self.params(job.rule.name, wc),
+                context=AskContext(self.facts, self.measured, self.target or self.config["machine"]),
             ))
         return out
 
@@ -369,7 +370,8 @@ class Workflow:
         from fourloops import preflight
 
         jobs = [(j.rule.name, dict(j.params.items())) for j in self.local_jobs(dag)]
-        return preflight.problems(jobs)
+        built = [str(f) for j in dag.jobs if j.rule.output for f in j.output]  # models the run builds (sizing)
+        return preflight.problems(jobs, built)
 
     def before_first_job(self, dag) -> None:
         """onstart: refuse what cannot fit (seconds, no torch), then, for a real run, what is missing here;

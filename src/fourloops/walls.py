@@ -12,7 +12,8 @@ LINEAGE = False  # where and whether a job runs, never what it writes: not in an
 from dataclasses import dataclass, field
 
 from fourloops.asks import Ask
-from fourloops.machines import Machine, machine, names
+from fourloops.stage import AskContext
+from fourloops.machines import Machine, clusters, machine, names
 from fourloops.tables import format_table as _table
 
 WALL_NAMES = {
@@ -35,6 +36,10 @@ class PendingJob:
     profile: str
     ask: Ask
     wildcards: dict = field(default_factory=dict)
+    # what the ask was computed from, so a refusal can re-ask with a lever pulled (fourloops.levers); None: the
+    # job was made by hand and only where it runs can be re-checked
+    params: dict | None = None
+    context: AskContext | None = None
 
 
 @dataclass(frozen=True)
@@ -99,14 +104,25 @@ def target_for(job: PendingJob, machines: dict, target: str, placement: dict | N
 
 
 def where_fits(job: PendingJob, machines: dict, exclude: str) -> list[str]:
+    """The configured machines (and SLURM partitions) where the job fits as it is."""
+    from fourloops import slurm
+
+    def label(m: Machine) -> str:
+        return f"{m.gpu_name} {m.vram_gib:g} GiB" if m.gpu_name else "no GPU"
+
     out = []
     for name in names(machines):
         if name == exclude:
             continue
         m = target_for(job, machines, name)
         if all(r.ok for r in check_job(job, m) if r.wall != WALL_NAMES["scheduler"]):
-            gpu = f"{m.gpu_name} {m.vram_gib:g} GiB" if m.gpu_name else "no GPU"
-            out.append(f"fits {name}: {gpu}" + (" (in the container)" if job.profile == "container" else ""))
+            out.append(f"fits {name}: {label(m)}" + (" (in the container)" if job.profile == "container" else ""))
+    for cname in clusters(machines):
+        if cname == exclude:
+            continue
+        for p in slurm.cluster(machines, cname).partitions:
+            if all(r.ok for r in slurm.rows(job, p) if r.wall != WALL_NAMES["scheduler"]):
+                out.append(f"fits {p.machine.name}: {label(p.machine)}")
     return out
 
 
@@ -114,6 +130,7 @@ def where_fits(job: PendingJob, machines: dict, exclude: str) -> list[str]:
 class Verdict:
     machine: Machine
     checked: list[tuple[PendingJob, list[Row]]]
+    placement: dict | None = None  # profile tag -> machine, as the jobs were checked (fourloops.machines.placement)
 
     @property
     def refused(self) -> list[tuple[PendingJob, list[Row]]]:
@@ -129,7 +146,7 @@ def check_jobs(
     placement: dict | None = None,
 ) -> Verdict:
     checked = [(j, check_job(j, target_for(j, machines, target, placement), provided_vram_mb)) for j in jobs]
-    return Verdict(machine(machines, target), checked)
+    return Verdict(machine(machines, target), checked, placement)
 
 
 def format_table(rows: list[Row]) -> str:
@@ -137,18 +154,43 @@ def format_table(rows: list[Row]) -> str:
     return _table(head, [(r.wall, r.asked, r.available, r.verdict, r.source) for r in rows], indent="  ")
 
 
-def report(verdict: Verdict, machines: dict) -> str:
-    """One table per refused job group (same rule, same rows), with where the group would fit."""
-    groups: dict[tuple, list[tuple[PendingJob, list[Row]]]] = {}
+def groups(verdict: Verdict) -> dict[tuple, list[tuple[PendingJob, list[Row]]]]:
+    """The refused jobs by group: same rule, same rows."""
+    out: dict[tuple, list[tuple[PendingJob, list[Row]]]] = {}
     for job, rows in verdict.refused:
-        groups.setdefault((job.rule, tuple(rows)), []).append((job, rows))
+        out.setdefault((job.rule, tuple(rows)), []).append((job, rows))
+    return out
+
+
+def levers_of(verdict: Verdict, machines: dict) -> dict:
+    """Group key -> fourloops.levers.Levers of its first job: computed only for refused jobs, once per group,
+    and only where a machine wall refuses (a --resources cap alone is the profile's to fix)."""
+    from fourloops import levers
+
+    out = {}
+    for key, members in groups(verdict).items():
+        job, rows = members[0]
+        if any(not r.ok and r.wall != WALL_NAMES["scheduler"] for r in rows):
+            out[key] = levers.find(job, machines, verdict.machine.name, verdict.placement)
+    return out
+
+
+def report(verdict: Verdict, machines: dict, found: dict | None = None) -> str:
+    """One table per refused job group (same rule, same rows), with where the group would fit and what would
+    make it fit (`found`: levers_of(verdict, machines), when the caller has computed it already)."""
+    from fourloops import levers
+
+    by_group = groups(verdict)
+    found = levers_of(verdict, machines) if found is None else found
     m = verdict.machine
-    n = sum(len(g) for g in groups.values())
+    n = sum(len(g) for g in by_group.values())
     out = [f"walls: {n} job(s) cannot run on {m.label()} ({m.description}); nothing was started."]
-    for (rule, rows), members in groups.items():
+    for (rule, rows), members in by_group.items():
         outs = ", ".join(j.output for j, _ in members[:4]) + (" ..." if len(members) > 4 else "")
         out.append(f"\nrule {rule}, {len(members)} job(s): {outs}")
         out.append(format_table(list(rows)))
         fits = where_fits(members[0][0], machines, exclude=m.name)
         out.append("  " + ("; ".join(fits) if fits else "fits no configured machine"))
+        if (rule, rows) in found:
+            out.append(levers.format_levers(found[(rule, rows)]))
     return "\n".join(out)

@@ -10,7 +10,7 @@ Rules (numbers are what a refusal names):
   2 corpus precision a corpus artifact was made, at any depth of its lineage, with a quantised model
                      whose precision the config does not allow for that artifact
   3 deliverable      a deliverable's own record lacks its precision, or its path carries a precision token
-  4 smoke            anything in the artifact's lineage was made by the smoke model set (or says no model set)
+  4 smoke            anything in the artifact's lineage was made by the smoke or sizing model set (or says no model set)
   5 provenance       the artifact is missing, no record lists it, its sha256 differs from its record,
                      or a link of its lineage no longer matches the bytes that were used
   6 out of date      Snakemake would rebuild it (its inputs, params or code changed): rebuild first

@@ -10,7 +10,7 @@ RULES = {
     1: "corpus name carries a quantised-precision token",
     2: "corpus made with a quantised model",
     3: "deliverable precision not in its provenance / in its name",
-    4: "made by the smoke model set",
+    4: "made by the smoke model set or the sizing set (tiny or random weights)",
     5: "provenance missing or does not match",
     6: "out of date",
     7: "dirty git tree",

@@ -89,6 +89,11 @@ def evaluate(
                 refuse(art, 4, f"{chain(lin, rec)}: model_set smoke ({rec.path})",
                        "run with the real model set (not --profile profiles/smoke); smoke never passes for real")
                 break
+            if model_set == "sizing":
+                refuse(art, 4, f"{chain(lin, rec)}: model_set sizing ({rec.path})",
+                       "run with the real model set (not --profile profiles/sizing); the sizing set's random weights "
+                       "measure memory and time, never a result")
+                break
             if model_set is None:
                 refuse(art, 4, f"{chain(lin, rec)}: no model_set recorded ({rec.path})",
                        "rebuild with a workflow version that records model_set")

@@ -24,8 +24,10 @@ def drift_stage(render_points: list[str], restyled_points: list[str], azimuths: 
     for frame, out in ((table, csv_out), (regions, regions_out)):
         with atomic_path(out) as tmp:
             frame.to_csv(tmp, index=False, na_rep="NaN", float_format="%.6g")
-    smoke = model_set == "smoke"
-    d.heatmap(table, png_out, f"{'SMOKE ' if smoke else ''}keypoint drift, style {style}", smoke)
+    from fourloops.figures import marked
+
+    smoke = marked(model_set)  # smoke or sizing: the figure says its values are not a result
+    d.heatmap(table, png_out, f"{smoke.upper() + ' ' if smoke else ''}keypoint drift, style {style}", smoke)
     return {"model_set": model_set, "views": len(azimuths),
             "regions": dict(zip(regions["region"], regions["status"]))}
 

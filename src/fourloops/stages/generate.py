@@ -28,17 +28,30 @@ def generate_stage(
     generator: dict,
     reference_azimuths: list[int],
     machine: str = "desk",
+    lora_path: str | None = None,
 ) -> dict:
-    """Every requested view of one condition from one model load (`views_from_one_load`)."""
-    if lora:
-        raise ValueError(f"condition {condition}: the camera LoRA rule does not exist yet")
+    """Every requested view of one condition from one model load (`views_from_one_load`).
+
+    A condition with `lora: true` gets the camera LoRA file as its job's input `lora` (`lora_path`
+    here): the generator loads it over the base model. A condition without it has no such input."""
+    if lora and lora_path is None:
+        raise ValueError(
+            f"condition {condition}: lora = true, but the generate job has no input `lora` (the camera LoRA "
+            "file, results/lora/<name>.safetensors, from the LoRA training rule); nothing was generated"
+        )
+    if not lora and lora_path is not None:
+        raise ValueError(
+            f"condition {condition}: lora = false, but the generate job was given the LoRA file {lora_path!r}; "
+            "a condition loads the LoRA only with lora: true"
+        )
     if len(images_out) != len(azimuths):
         raise ValueError(f"{len(images_out)} outputs for {len(azimuths)} azimuths")
     views = [View(str(a), out, list(references), prompt.format(azimuth=a), int(seed) + int(a))
              for a, out in zip(azimuths, images_out)]
     head = {"condition": condition, "model_set": model_set}
     tail = {"references": list(references), "reference_azimuths": list(reference_azimuths), "lora": bool(lora)}
-    return views_from_one_load(views, manifest_out, generator, machine, head, tail) | {"seed": int(seed)}
+    return views_from_one_load(views, manifest_out, generator, machine, head, tail,
+                               lora=lora_path) | {"seed": int(seed)}
 
 
 @dataclass(frozen=True)
@@ -51,8 +64,8 @@ class View:
 
 
 def views_from_one_load(views: list[View], manifest_out: str, generator: dict, machine: str, head: dict,
-                        tail: dict) -> dict:
-    """One generator load makes every view (generate, restyle).
+                        tail: dict, lora: str | None = None) -> dict:
+    """One generator load makes every view (generate, restyle), with the LoRA file `lora` when given.
 
     Views are staged in a hidden folder and moved into place only when all are done; the manifest,
     which the next stage depends on, is written last. A killed job leaves only the hidden folder.
@@ -90,7 +103,7 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
     t0 = time.perf_counter()
     model = gen.load_backend(
         generator["backend"], generator["model"], generator["revision"], generator["precision"],
-        generator["device"], settings,
+        generator["device"], settings, lora=lora,
     )
     load_seconds = time.perf_counter() - t0
     made = {}
@@ -157,7 +170,14 @@ def generator_needs(gen: dict, rule: str) -> list:
 
 
 def needs(params: dict) -> list:
-    return generator_needs(params["job"]["generator"], "generate")
+    """The generator's needs; a `lora: true` condition also loads peft (its LoRA file is an input the DAG makes,
+    not something the machine must hold beforehand)."""
+    from fourloops.preflight import Need
+
+    out = generator_needs(params["job"]["generator"], "generate")
+    if params["job"].get("lora"):
+        out.append(Need("package", "peft", rule="generate"))
+    return out
 
 
 def measures(record: dict) -> str | None:

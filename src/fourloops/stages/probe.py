@@ -1,81 +1,381 @@
-"""Measured beats estimated: one pass per configured model on the machine this runs on; its peak VRAM
-and load time replace the models.yaml estimate in later wall checks (fourloops.asks.Measurements)."""
+"""Measured beats estimated: one load per configured model on the machine this runs on, then timed passes per
+configuration; its peak VRAM and seconds replace the models.yaml estimate in later wall checks
+(fourloops.asks.Measurements reads results/probe/<machine>/<component>.json).
+
+`probe(component, settings, ...)` is plain Python (no snakemake object): scripts/probe.py calls it for the rule,
+bench/sizing_gpu.py calls it per configuration. Per configuration it records the peak VRAM as the torch allocator
+saw it (max_memory_allocated, and max_memory_reserved) and as NVML saw the process (its own entry in
+nvmlDeviceGetComputeRunningProcesses, or else the device's used memory minus the baseline before the load),
+the load seconds, and the seconds per item (the first item apart, as the warm-up):
+  generator  per view, for each reference count (1, 2, 3), at the configured size and steps
+  detector   per image at the configured resolution
+  scorer     per answer, the EditScore SC question (2 images) and PQ question (1 image), prefill (encode) and
+             decoding apart, with the tokens of each
+  lora_step  no probe yet: PROBES is the hook the LoRA trainer's step registers in
+"""
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import time
+from typing import Callable
 
-from fourloops.card import check_card
 from fourloops.io import write_json
 from fourloops.stage import AskContext, Stage
 from fourloops.stages.generate import generator_needs
 from fourloops.stages.keypoints import detector_needs
 
+GIB = 2**30
+DEFAULT_PROMPT = "The same person in the same pose, seen from a camera orbited to 45 degrees around them."
+METHOD = ("peak_vram_gib: torch.cuda.max_memory_allocated over the configuration's passes, weights resident "
+          "(reset after the load); nvml_process_gib: this process's NVML entry after the passes (the CUDA "
+          "context and the allocator's cache included), or the device's used memory minus the baseline read "
+          "before the load where NVML lists no process (containers); seconds: wall clock with "
+          "torch.cuda.synchronize, the first item of each configuration apart as the warm-up")
 
-def probe_stage(out: str, machine_name: str, component: str, generator: dict, detector: dict, model_set: str,
-                machine: str = "desk") -> dict:
-    """One pass of a configured model on this machine: load time, pass time, peak VRAM, with its apparatus.
 
-    Later wall checks read the record (fourloops.asks.Measurements): measured beats estimated."""
+class ProbeError(ValueError):
+    pass
+
+
+# ---------------------------------------------------------------------------------------- memory
+def _cuda(device: str) -> bool:
+    return str(device).startswith("cuda")
+
+
+def _index(device: str) -> int:
+    return int(str(device).split(":")[1]) if ":" in str(device) else 0
+
+
+def nvml_reading(index: int = 0) -> dict | None:
+    """This process's memory on card `index` by NVML, and the card's used memory (GiB); None without NVML."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        used = pynvml.nvmlDeviceGetMemoryInfo(h).used / GIB
+        mine = None
+        try:
+            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
+                if p.pid == os.getpid() and getattr(p, "usedGpuMemory", None):
+                    mine = p.usedGpuMemory / GIB
+        except pynvml.NVMLError:
+            pass
+        return {"device_used_gib": round(used, 4), "process_gib": None if mine is None else round(mine, 4)}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+class _Memory:
+    """Torch allocator and NVML figures of one device, per configuration."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.cuda = _cuda(device)
+        self.baseline = nvml_reading(_index(device)) if self.cuda else None
+
+    def _torch(self):
+        import torch
+
+        return torch if self.cuda and torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+    def reset(self) -> None:
+        if (torch := self._torch()) is not None:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+
+    def sync(self) -> None:
+        if (torch := self._torch()) is not None:
+            torch.cuda.synchronize()
+
+    def allocated_gib(self) -> float | None:
+        torch = self._torch()
+        return None if torch is None else round(torch.cuda.memory_allocated() / GIB, 4)
+
+    def peaks(self) -> dict:
+        torch = self._torch()
+        if torch is None:
+            return {"peak_vram_gib": None, "peak_reserved_gib": None, "nvml_process_gib": None, "nvml_source": None}
+        out = {"peak_vram_gib": round(torch.cuda.max_memory_allocated() / GIB, 4),
+               "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / GIB, 4)}
+        now = nvml_reading(_index(self.device))
+        if now is None:
+            out.update(nvml_process_gib=None, nvml_source="no NVML (pynvml missing or no driver)")
+        elif now["process_gib"] is not None:
+            out.update(nvml_process_gib=now["process_gib"], nvml_source="nvmlDeviceGetComputeRunningProcesses, this pid")
+        elif self.baseline is not None:
+            out.update(nvml_process_gib=round(now["device_used_gib"] - self.baseline["device_used_gib"], 4),
+                       nvml_source="device used minus the baseline before the load (NVML lists no process here)")
+        else:
+            out.update(nvml_process_gib=None, nvml_source="NVML lists no process and no baseline was read")
+        return out
+
+
+def _timed(memory: _Memory, fn: Callable[[], object]) -> tuple[float, object]:
+    memory.sync()
+    t0 = time.perf_counter()
+    result = fn()
+    memory.sync()
+    return time.perf_counter() - t0, result
+
+
+def _oom_types() -> tuple:
     import torch
+
+    return (torch.cuda.OutOfMemoryError,) if hasattr(torch.cuda, "OutOfMemoryError") else (RuntimeError,)
+
+
+def _run_configuration(memory: _Memory, config: dict, items: int, one: Callable[[int], dict | None]) -> dict:
+    """`items` timed calls of `one(i)` (its dict joins the item's row); an OOM is recorded, not raised."""
+    import torch
+
+    memory.reset()
+    rows, error = [], None
+    try:
+        for i in range(items):
+            seconds, extra = _timed(memory, lambda: one(i))
+            rows.append({"seconds": round(seconds, 4), **(extra or {})})
+    except _oom_types() as exc:
+        error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    steady = rows[1:] or rows[:1]
+    out = {**config, **memory.peaks(), "items": rows, "error": error,
+           "first_item_seconds": rows[0]["seconds"] if rows else None,
+           "seconds_per_item": round(sum(r["seconds"] for r in steady) / len(steady), 4) if steady else None,
+           "seconds_per_item_from": (f"mean of items 2..{len(rows)} (item 1 is the warm-up)" if len(rows) > 1
+                                     else "one item, warm-up included" if rows else "no item ran")}
+    return out
+
+
+# ------------------------------------------------------------------------------------ components
+def _images(n: int, size: int, seed: int):
+    """n distinct noise images (a cache keyed on pixels cannot make a later item cheaper)."""
+    import numpy as np
     from PIL import Image
 
-    from fourloops import asks, provenance
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 256, (size, size, 3), dtype=np.uint8), "RGB") for _ in range(n)]
 
-    settings = generator if component == "generator" else detector
-    device = settings["device"]
-    check_card(device, machine)
-    key = asks.generator_key(generator) if component == "generator" else asks.detector_key(detector)
-    t0 = time.perf_counter()
+
+def _probe_generator(s: dict, memory: _Memory, references, items: int, prompt: str) -> tuple[float, dict, list]:
+    from fourloops.generate import load_backend
+
+    size = int(s["size"])
+    t_load, model = _timed(memory, lambda: load_backend(
+        s["backend"], s["model"], s.get("revision"), s["precision"], s["device"],
+        {"num_inference_steps": int(s["steps"]), "guidance": float(s["guidance"]), "width": size, "height": size,
+         "negative_prompt": s.get("negative_prompt")}))
+    weights = memory.allocated_gib()
+    configs = []
+    for n in references:
+        refs = _images(int(n), size, seed=int(n))
+        configs.append(_run_configuration(
+            memory, {"references": int(n), "resolution": size, "steps": int(s["steps"])}, items,
+            lambda i: (model.generate(refs, prompt, seed=i), None)[1]))
+    info = model.describe()
+    info["prompt_tokens"] = _prompt_tokens(model, prompt)
+    del model
+    return t_load, {"weights_gib": weights, "model": info}, configs
+
+
+def _prompt_tokens(model, prompt: str) -> int | None:
+    pipe = getattr(model, "pipe", None)
+    tok = getattr(pipe, "tokenizer", None) or getattr(getattr(pipe, "processor", None), "tokenizer", None)
+    return None if tok is None else len(tok(prompt)["input_ids"])
+
+
+def _probe_detector(s: dict, memory: _Memory, references, items: int, prompt: str) -> tuple[float, dict, list]:
+    from fourloops.keypoints import load_detector
+
+    res = int(s["resolution"])
+    t_load, model = _timed(memory, lambda: load_detector(s["weights"], device=s["device"], resolution=res,
+                                                         num_windows=int(s["num_windows"])))
+    weights = memory.allocated_gib()
+    images = _images(max(1, items), res, seed=0)
+    configs = [_run_configuration(memory, {"images_per_call": 1, "resolution": res}, items,
+                                  lambda i: (model.detect(images[i]), None)[1])]
+    return t_load, {"weights_gib": weights, "model": model.describe()}, configs
+
+
+def _probe_scorer(s: dict, memory: _Memory, references, items: int, prompt: str) -> tuple[float, dict, list]:
+    from fourloops import scorer as sc
+
+    spec = sc.ScorerSpec(s["base"], s.get("base_revision"), s["adapter"], s.get("adapter_revision"), s["precision"],
+                         s["device"], s.get("decoding", "greedy"), float(s.get("temperature", 0.7)),
+                         int(s.get("max_new_tokens", 512)))
+    t_load, model = _timed(memory, lambda: sc.load_scorer(spec))
+    weights = memory.allocated_gib()
+    try:
+        from fourloops.grading import prompts
+
+        sc_prompt, pq_prompt = prompts(int(s.get("score_range", 25)))
+        sc_prompt, source = sc_prompt.replace("<instruction>", prompt), "EditScore's SC / PQ prompts"
+    except ImportError as exc:  # the editscore package is not here: the instruction alone, and the record says so
+        sc_prompt, pq_prompt, source = prompt, prompt, f"the instruction only (editscore not importable: {exc})"
+    size = int(s.get("image_size", 512))
+    configs = []
+    for question, n, text in (("SC", 2, sc_prompt), ("PQ", 1, pq_prompt)):
+        imgs = _images(n, size, seed=n)
+
+        def one(i, imgs=imgs, text=text):
+            a = model.answer(imgs, text, seed=i)
+            return {"encode_seconds": round(a.encode_seconds, 4), "decode_seconds": round(a.decode_seconds, 4),
+                    "prompt_tokens": a.prompt_tokens, "generated_tokens": a.generated_tokens,
+                    "decode_seconds_per_token": round(a.decode_seconds / max(1, a.generated_tokens - 1), 5)}
+
+        row = _run_configuration(memory, {"question": question, "images": n, "resolution": size,
+                                          "max_new_tokens": spec.max_new_tokens}, items, one)
+        steady = row["items"][1:] or row["items"][:1]
+        for k in ("encode_seconds", "decode_seconds", "decode_seconds_per_token"):
+            row[f"{k}_mean"] = round(sum(r[k] for r in steady) / len(steady), 5) if steady else None
+        configs.append(row)
+    return t_load, {"weights_gib": weights, "model": model.describe(), "prompts": source}, configs
+
+
+# component -> its probe; the LoRA trainer's step registers "lora_step" here when that stage exists
+PROBES: dict[str, Callable] = {"generator": _probe_generator, "detector": _probe_detector, "scorer": _probe_scorer}
+
+
+def probe_key(component: str, settings: dict) -> str:
+    from fourloops import asks
+
     if component == "generator":
-        from fourloops.generate import load_backend
+        return asks.generator_key(settings)
+    if component == "detector":
+        return asks.detector_key(settings)
+    if component == "scorer":
+        return asks.scorer_key(settings)
+    raise ProbeError(f"component = {component!r}; allowed: one of {list(PROBES)}")
 
-        size = int(generator["size"])
-        model = load_backend(generator["backend"], generator["model"], generator.get("revision"),
-                             generator["precision"], device, {
-                                 "num_inference_steps": 1, "guidance": generator["guidance"], "width": size,
-                                 "height": size, "negative_prompt": generator.get("negative_prompt") or None})
-        load_s = time.perf_counter() - t0
-        if torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()  # the peak from here on still counts the resident weights
-        t1 = time.perf_counter()
-        model.generate([Image.new("RGB", (size, size), "white")], "a person", seed=0)
-    else:
-        from fourloops.keypoints import load_detector
 
-        res = int(detector["resolution"])
-        model = load_detector(detector["weights"], device=device, resolution=res,
-                              num_windows=int(detector["num_windows"]))
-        load_s = time.perf_counter() - t0
-        if torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()
-        t1 = time.perf_counter()
-        model.detect(Image.new("RGB", (res, res), "white"))
-    pass_s = time.perf_counter() - t1
+def _precision(component: str, s: dict) -> str:
+    return "fp32" if component == "detector" else str(s["precision"])
+
+
+def _resolution(component: str, s: dict) -> int | None:
+    return int(s["size"]) if component == "generator" else int(s["resolution"]) if component == "detector" else \
+        int(s.get("image_size", 512))
+
+
+def probe(component: str, settings: dict, *, machine_name: str, model_set: str, out: str | None = None,
+          references=(1, 2, 3), items: int = 2, prompt: str = DEFAULT_PROMPT, invocation: str | None = None,
+          guard_machine: str | None = None) -> dict:
+    """Load the `component` of `settings` once and time `items` passes per configuration; returns the record
+    (written to `out` when given). `guard_machine`: refuse a card others hold beyond that machine's limit."""
+    from fourloops import provenance
+
+    if component not in PROBES:
+        raise ProbeError(f"no probe for component {component!r} yet; allowed: one of {list(PROBES)} "
+                         "(a new one registers its function in fourloops.stages.probe.PROBES)")
+    if isinstance(items, bool) or int(items) < 1:
+        raise ProbeError(f"items = {items!r}; allowed: an int >= 1")
+    refs = [int(r) for r in references]
+    if component == "generator" and (not refs or any(r < 1 for r in refs)):
+        raise ProbeError(f"references = {references!r}; allowed: reference counts >= 1, e.g. [1, 2, 3]")
+    device = settings["device"]
+    if guard_machine is not None:
+        from fourloops.card import check_card
+
+        check_card(device, guard_machine)
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    memory = _Memory(device)
+    load_s, about, configs = PROBES[component](settings, memory, refs, int(items), prompt)
     gpu = provenance.gpu_info()
+    ok = [c for c in configs if not c["error"]]
+    complete = len(ok) == len(configs)
+    peaks = [c["peak_vram_gib"] for c in ok if c["peak_vram_gib"] is not None]
+    sizing_record = _sizing_record(component, settings)
     record = {
         "machine_name": machine_name,
         "component": component,
         "model_set": model_set,
-        "key": key,
+        "key": probe_key(component, settings),
         "device": device,
+        "precision": _precision(component, settings),
+        "resolution": _resolution(component, settings),
+        "started": started,
         "load_seconds": round(load_s, 3),
-        "pass_seconds": round(pass_s, 3),
-        "peak_vram_gib": provenance.peak_vram_gib(),
+        # what the wall check reads: the largest peak over the configurations (None when one failed: a partial
+        # probe never stands in for the job's peak)
+        "peak_vram_gib": (max(peaks) if peaks else None) if complete else None,
+        "peak_nvml_process_gib": max((c["nvml_process_gib"] for c in ok if c["nvml_process_gib"] is not None),
+                                     default=None),
+        "weights_gib": about.pop("weights_gib"),
+        "pass_seconds": ok[0]["seconds_per_item"] if ok else None,
+        "complete": complete,
+        "errors": [f"{_label(c)}: {c['error']}" for c in configs if c["error"]],
+        "configurations": configs,
         "gpu_name": ((gpu or {}).get("gpus") or [{}])[0].get("name"),
+        "driver": (gpu or {}).get("driver"),
+        "nvml_baseline": memory.baseline,
+        **about,
+        "sizing_model": sizing_record,
         "apparatus": {
             "machine": provenance.machine(),
             "gpu": gpu,
             "packages": provenance.package_versions(),
+            "torch_cuda": _torch_cuda(),
             "code": provenance.code_version(os.environ.get("FOURLOOPS_REPO")),
-            "invocation": provenance.redact(os.environ.get("FOURLOOPS_INVOCATION", "")),
-            "method": "torch.cuda.max_memory_allocated over one pass after the load (weights resident; "
-                      "the CUDA context, ~0.5 GiB, is not in it)",
+            "invocation": provenance.redact(invocation if invocation is not None
+                                            else os.environ.get("FOURLOOPS_INVOCATION", "")),
+            "settings": provenance.redact_obj(dict(settings)),
+            "items_per_configuration": int(items),
+            "prompt": prompt,
+            "method": METHOD,
         },
     }
-    write_json(out, record)
-    return {"probe": {k: record[k] for k in ("key", "load_seconds", "pass_seconds", "peak_vram_gib")}}
+    if out:
+        write_json(out, record)
+    return record
+
+
+def _label(c: dict) -> str:
+    return ", ".join(f"{k} {c[k]}" for k in ("references", "question", "images_per_call") if k in c)
+
+
+def _torch_cuda() -> dict:
+    import torch
+
+    return {"torch": torch.__version__, "cuda": torch.version.cuda,
+            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+def _sizing_record(component: str, s: dict) -> dict | None:
+    """The sizing set's build record beside the model (random weights: the record says so), else None."""
+    from pathlib import Path
+
+    from fourloops.io import read_json
+
+    where = {"generator": s.get("model"), "detector": s.get("weights"), "scorer": s.get("base")}.get(component)
+    if not where:
+        return None
+    p = Path(os.path.expanduser(str(where)))
+    for candidate in (p / "sizing.json", p.parent / "sizing.json"):
+        if candidate.is_file():
+            rec = read_json(candidate)
+            return {k: rec.get(k) for k in ("model_set", "component", "classes", "parameters", "bytes_on_disk",
+                                            "seconds", "tokenizer", "adapter_assumed", "architectures")}
+    return None
+
+
+def probe_stage(out: str, machine_name: str, component: str, generator: dict, detector: dict, model_set: str,
+                machine: str = "desk", scorer: dict | None = None) -> dict:
+    """The probe rule's job: the configured model of `component` on this machine (scripts/probe.py)."""
+    settings = {"generator": generator, "detector": detector, "scorer": scorer}[component]
+    if settings is None:
+        raise ProbeError(f"component {component!r}: no settings given")
+    record = probe(component, settings, machine_name=machine_name, model_set=model_set, out=out,
+                   guard_machine=machine)
+    return {"probe": {k: record[k] for k in ("key", "load_seconds", "pass_seconds", "peak_vram_gib", "complete")},
+            "precision": record["precision"]}
 
 
 # ------------------------------------------------------------------------------------ declaration
@@ -84,8 +384,11 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
     if params["model_set"] == "smoke":  # the tiny models on the CPU
         return asks.stage_ask(ctx.facts, "smoke_generate")
-    if wildcards["component"] == "generator":
+    component = wildcards["component"]
+    if component == "generator":
         return asks.generator_ask(ctx.facts, params["generator"], measured=None)
+    if component == "scorer":
+        return asks.scorer_ask(ctx.facts, params["scorer"], measured=None)
     return asks.detector_ask(ctx.facts, params["detector"], measured=None)
 
 

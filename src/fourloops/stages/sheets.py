@@ -6,9 +6,10 @@ from fourloops.stage import Stage
 
 
 def sheet_stage(images: list[str], azimuths: list[int], out: str, title: str, model_set: str) -> dict:
+    from fourloops.figures import marked
     from fourloops.sheets import contact_sheet
 
-    contact_sheet(images, azimuths, out, title, smoke=model_set == "smoke")
+    contact_sheet(images, azimuths, out, title, smoke=marked(model_set))
     return {"model_set": model_set, "images": len(images)}
 
 

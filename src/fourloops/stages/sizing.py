@@ -1,0 +1,50 @@
+"""The sizing model set's builds: each configured real model at its real shape with random weights (GPU when
+there is one), from config/architectures/, saved with save_pretrained for the real loaders (fourloops.sizing)."""
+
+from __future__ import annotations
+
+from fourloops.stage import AskContext, Stage
+
+# component -> the models.yaml model whose weights the build holds on its device before saving them
+FACTS = {"omnigen2": "omnigen2", "qwen_image_edit_plus": "qwen_image_edit_plus", "detector": "rfdetr_keypoint_preview",
+         "scorer": "qwen3_vl_8b"}
+
+
+def sizing_model_stage(component: str, out_dir: str, device: str, seed: int, texts: list[str], model_set: str) -> dict:
+    from fourloops.sizing import MODEL_SET, SizingError, build
+
+    if model_set != MODEL_SET:
+        raise SizingError(f"model_set = {model_set!r}: the sizing models are built for model_set {MODEL_SET!r} only")
+    record = build(component, out_dir, device, seed=int(seed), texts=list(texts))
+    precision = "fp32" if component == "detector" else "bf16"
+    return {"seed": int(seed), "precision": precision, "sizing_model": record}
+
+
+# ------------------------------------------------------------------------------------ declaration
+def ask(ctx: AskContext, wildcards: dict, params: dict):
+    """Every component of the model on the build device at its dtype on disk, then one shard at a time on the host."""
+    from fourloops import asks
+
+    name = FACTS[wildcards["component"]]
+    model = ctx.facts["models"][name]
+    dtype = "fp32" if wildcards["component"] == "detector" else "bf16"
+    gib = sum(asks.component_gib(ctx.facts, model, c, dtype) for c in model["components"])
+    host = float(ctx.facts["stages"]["generate_host_gib"])
+    source = f"estimate: {name} random weights at {dtype} {gib:.2f} GiB"
+    on_card = str(params["device"]).startswith("cuda")
+    ctxt = float(ctx.facts.get("cuda_context_gib", 0.0)) if on_card else 0.0
+    return asks.Ask(
+        vram=asks.Figure(gib + ctxt if on_card else 0.0, source + (f" + CUDA context {ctxt:g}" if on_card else " (cpu)")),
+        ram=asks.Figure((0.0 if on_card else gib) + min(gib, 10.0) + host,
+                        f"estimate: {'the weights + ' if not on_card else ''}one save shard (<= 10 GiB) + host {host:g}"),
+        seconds=asks.Figure(60.0 + gib * 4.0, "estimate: 60 s + 4 s/GiB to make and save (not measured)"),
+        devices=("cuda",) if on_card else (), model=name)
+
+
+def needs(params: dict) -> list:
+    from fourloops.preflight import Need
+
+    return [Need("device", params["device"], rule="sizing_model")]
+
+
+STAGE = Stage(name="sizing", rules=("sizing_model",), profile="desk", ask=ask, needs=needs)
