@@ -229,6 +229,13 @@ def test_census_in_the_provenance_matches_the_saved_file_and_its_contract(smoke_
     assert prov["components_loaded"] == ["transformer", "vae"] and prov["text_encoder_loaded"] is False
     assert prov["optimizer"].startswith("torch AdamW (CPU")
     assert not path.stat().st_mode & 0o222  # protected(): write-protected for everyone
+    # the ladder's LoRA condition loaded exactly this file; the others loaded none
+    from fourloops.io import sha256_file
+
+    d = json.loads((work / "results/generate/D/views.json").read_text())
+    assert d["lora"] is True and d["model"]["lora"]["sha256"] == sha256_file(path)
+    assert d["model"]["lora"]["metadata"] == meta
+    assert json.loads((work / "results/generate/A/views.json").read_text())["model"]["lora"] is None
     assert not (work / "results/lora/checkpoints").exists()
 
 
