@@ -145,6 +145,8 @@ def get_generate_inputs(wildcards):
     inputs = {"references": [render_image(az_tag(a)) for a in cond["references"]]}
     if SMOKE or SIZING:
         inputs["model"] = generator_settings()["model"]
+    if cond.get("lora", False):  # the camera LoRA (rules/lora.smk): a retrained one makes this condition stale
+        inputs["lora"] = LORA_FILE
     return inputs
 
 
@@ -297,3 +299,79 @@ def get_grades_params(wildcards):
         "seed": g["seed"],
         "model_set": config["model_set"],
     }
+
+
+# The camera LoRA (rules/lora.smk, config lora: in config/schema.d/lora.yaml).
+LORA_NAME = config["lora"]["name"]
+LORA_FILE = f"results/lora/{LORA_NAME}.safetensors"
+# Resume checkpoints: not an output (Snakemake removes a failed job's outputs; these must outlive a kill).
+LORA_CHECKPOINTS = f"results/lora/checkpoints/{LORA_NAME}"
+
+
+def lora_record_settings():
+    rec = dict(config["lora"]["records"])
+    if SMOKE:
+        rec.update(count=config["lora"]["smoke"]["count"], azimuths=config["lora"]["smoke"]["azimuths"])
+    return rec
+
+
+LORA_RECORD_TAGS = [az_tag(a) for a in lora_record_settings()["azimuths"]]
+
+
+def get_lora_records_params(wildcards):
+    rec = lora_record_settings()
+    return {
+        "azimuths": list(rec["azimuths"]),
+        "count": rec["count"],
+        "seed": rec["seed"],
+        "instruction": rec["instruction"],
+        "body": config["render"]["body"],
+        "camera": camera_settings(),
+        "background": config["render"]["background"],
+    }
+
+
+def lora_generator():
+    """What the LoRA jobs take of the generator: which model, from where (not its sampling settings)."""
+    gen = generator_settings()
+    device = "cpu" if SMOKE else config["lora"]["device"]
+    return {"backend": gen["backend"], "model": gen["model"], "revision": gen["revision"], "device": device}
+
+
+def get_lora_inputs(wildcards):
+    inputs = {
+        "records": "results/lora/records.jsonl",
+        "images": expand("results/lora/records/az{az}.png", az=LORA_RECORD_TAGS),
+    }
+    if SMOKE:
+        inputs["model"] = generator_settings()["model"]
+    return inputs
+
+
+def get_lora_train_inputs(wildcards):
+    return get_lora_inputs(wildcards) | {"embeddings": "results/lora/embeddings.safetensors"}
+
+
+def get_lora_embeddings_params(wildcards):
+    return {
+        **lora_generator(),
+        "text_encoder_dtype": "fp32" if SMOKE else "bf16",
+        "max_sequence_length": 1024,
+        "records": lora_record_settings()["count"],
+        "model_set": config["model_set"],
+    }
+
+
+def get_lora_train_params(wildcards):
+    lora = config["lora"]
+    train = {
+        **lora_generator(),
+        "model_set": config["model_set"],
+        **{k: lora[k] for k in ("rank", "alpha", "dropout", "target_modules", "steps", "lr", "weight_decay",
+                                "max_grad_norm", "resolution", "accumulation", "frozen_dtype", "text_encoder",
+                                "seed")},
+    }
+    if SMOKE:  # the tiny generator on the CPU at its own size, fp32 like the smoke generator
+        train.update(steps=lora["smoke"]["steps"], accumulation=lora["smoke"]["accumulation"],
+                     resolution=config["smoke"]["generator_size"], frozen_dtype="fp32")
+    return train

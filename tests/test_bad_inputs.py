@@ -139,7 +139,7 @@ CONFIG_CASES = [
     ("generator:\n  backend: dalle\n", "generator.backend = 'dalle'"),
     ("conditions:\n  1A: {references: [0], prompt: '{azimuth}'}\n", "key '1A' is not allowed"),
     ("conditions:\n  floor: {references: [0], prompt: '{azimuth}'}\n", "key 'floor' is not allowed"),
-    ("conditions:\n  D: {references: [0]}\n", "conditions.D: the key 'prompt' is missing"),
+    ("conditions:\n  E: {references: [0]}\n", "conditions.E: the key 'prompt' is missing"),
     ("keypoints:\n  weights: ''\n", "keypoints.weights = ''"),
     ("publish:\n  artifacts: [{path: /etc/passwd, kind: corpus}]\n", "publish.artifacts[0].path = '/etc/passwd'"),
     # cross-key checks (after defaults)
@@ -147,7 +147,6 @@ CONFIG_CASES = [
     ("conditions:\n  B: {references: [0, 91]}\n", "conditions.B.references[1] = 91"),
     ("conditions:\n  B: {prompt: 'turn around'}\n", "the template must contain {azimuth}"),
     ("conditions:\n  B: {prompt: 'turn to {angle}'}\n", "unknown placeholder(s) ['angle']"),
-    ("conditions:\n  C: {lora: true}\n", "conditions.C.lora = true"),
     # the file itself
     ("- 1\n- 2\n", "extra.yaml: holds list, not a mapping of config keys"),
     ("render:\n  camera: [1\n", "extra.yaml, line 3, column 1: expected ',' or ']'"),

@@ -36,8 +36,9 @@ def test_empty_config_gets_every_default():
     assert cfg["azimuths"] == list(range(0, 360, 45))
     assert cfg["generator"]["backend"] == "omnigen2"
     assert cfg["render"]["camera"]["distance_m"] == 3.2
-    assert set(cfg["conditions"]) == {"A", "B", "C"}
+    assert set(cfg["conditions"]) == {"A", "B", "C", "D"}
     assert cfg["conditions"]["A"]["lora"] is False
+    assert cfg["conditions"]["D"]["lora"] is True  # A with the camera LoRA (rules/lora.smk)
 
 
 def test_every_schema_key_has_description_and_default():
@@ -64,7 +65,6 @@ def test_schema_backend_enum_matches_the_library():
         (lambda c: c.update(azimuths=[0, 360]), "azimuths[1] = 360"),
         (lambda c: c["conditions"]["B"].update(references=[]), "conditions.B.references = []"),
         (lambda c: c["conditions"]["B"].update(references=[0, 91]), "conditions.B.references[1] = 91"),
-        (lambda c: c["conditions"]["C"].update(lora=True), "conditions.C.lora = true"),
         (lambda c: c["conditions"]["A"].update(prompt="turn to {angle}"), "conditions.A.prompt"),
         (lambda c: c["generator"].update(precision="nf4", device="cpu"), "generator.precision = 'nf4'"),
         (lambda c: c["render"].update(colour=1), "render.colour: unknown key"),

@@ -194,7 +194,9 @@ def test_the_plan_and_the_wall_check_name_the_same_levers(tmp_path):
     assert proc.returncode == 2, proc.stderr[-3000:]
     plan = json.loads(proc.stdout)
     refused = [j for j in plan["jobs"] if j["verdict"].startswith("REFUSED")]
-    assert {j["rule"] for j in refused} == {"generate"}
+    # the camera LoRA's training of the 20 B Qwen-Image transformer (38 GiB bf16) does not fit the desk either
+    assert {j["rule"] for j in refused} == {"generate", "lora_train"}
+    refused = [j for j in refused if j["rule"] == "generate"]
     assert all(j["levers"] is None for j in plan["jobs"] if j["verdict"] == "fits")  # only refused jobs pay
     names = {lv["lever"]: lv for lv in refused[0]["levers"]["levers"]}
     nf4 = asks.generator_ask(FACTS, generator(precision="nf4"), n_references=2, n_views=3, machine="desk").vram.value

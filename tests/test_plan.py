@@ -27,13 +27,13 @@ def plan(workdir: Path, *args: str) -> dict:
 def test_fresh_workflow_plans_every_stage_because_outputs_are_missing(tmp_path):
     p = plan(tmp_path, "results/ladder.csv")
     rules = sorted({j["rule"] for j in p["jobs"]})
-    assert rules == ["fit", "generate", "keypoints", "keypoints_generated", "ladder", "render",
-                     "smoke_detector", "smoke_generator"]
-    assert len(p["jobs"]) == 16
+    assert rules == ["fit", "generate", "keypoints", "keypoints_generated", "ladder", "lora_embeddings",
+                     "lora_records", "lora_train", "render", "smoke_detector", "smoke_generator"]
+    assert len(p["jobs"]) == 22
     for j in p["jobs"]:
         assert "output files have to be generated" in j["why"], j
         assert j["verdict"] == "fits" and j["seconds"] >= 0
-    assert {"desk", "pod"} <= set(p["totals"]) and p["totals"]["pod"]["jobs"] == 3
+    assert {"desk", "pod"} <= set(p["totals"]) and p["totals"]["pod"]["jobs"] == 4
     assert p["ok"]
 
 
@@ -58,7 +58,7 @@ def test_changed_param_plans_only_what_depends_on_it(built_copy):
 def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
     p = plan(tmp_path, "--machine", "pod", "--config", "model_set=real", "--", "results/ladder.csv")
     gen = [j for j in p["jobs"] if j["rule"] == "generate"]
-    assert len(gen) == 3 and all(j["cost_usd"] > 0 for j in gen)
+    assert len(gen) == 4 and all(j["cost_usd"] > 0 for j in gen)
     assert p["totals"]["pod"]["cost_usd"] > 0 and p["machine"] == "pod"
 
 
@@ -70,9 +70,9 @@ def test_a_plan_with_a_refused_job_exits_2_and_names_the_wall(tmp_path):
     assert proc.returncode == 2, proc.stderr[-3000:]
     p = json.loads(proc.stdout)
     refused = [j for j in p["jobs"] if j["verdict"].startswith("REFUSED")]
-    assert {j["rule"] for j in refused} == {"generate"} and len(refused) == 3
+    assert {j["rule"] for j in refused} == {"generate"} and len(refused) == 4
     assert "video memory" in refused[0]["verdict"] and not p["ok"]
-    assert "rule generate, 3 job(s)" in p["refusals"]
+    assert "rule generate, 4 job(s)" in p["refusals"]
 
 
 def test_a_plan_on_a_locked_directory_says_it_is_locked(tmp_path):

@@ -24,6 +24,7 @@ REPORTED = {
     "results/ladder.csv", "results/ladder.png", "results/report/ladder.html", "results/report/plan.html",
     "results/sheets/render.png", "results/sheets/A.png", "results/sheets/B.png", "results/sheets/C.png",
     "results/drift/watercolor.png", "results/drift/watercolor.regions.csv", "results/grades/watercolor.csv",
+    "results/sheets/D.png", "results/lora/camera.loss.png",
 }
 
 
@@ -40,7 +41,7 @@ def _report_calls(text: str):
 
 def test_every_report_output_has_a_caption_file_that_exists():
     calls = [(path, args) for path in sorted((REPO / "rules").glob("*.smk")) for args in _report_calls(path.read_text())]
-    assert len(calls) == 9, [str(p) for p, _ in calls]  # ladder csv + png, 2 sheets, 2 pages, drift 2, grades
+    assert len(calls) == 10, [str(p) for p, _ in calls]  # ladder csv + png, 2 sheets, 2 pages, drift 2, grades, lora loss
     for path, args in calls:
         caption = re.search(r'caption="([^"]+)"', args)
         assert caption, f"{path.name}: report() without a caption: {args}"

@@ -17,7 +17,7 @@ import yaml
 from conftest import FAKE_SECRETS, REPO, SNAKEMAKE, run_snakemake, snakemake_env
 
 N_AZ = 8
-CONDITIONS = ("A", "B", "C")
+CONDITIONS = ("A", "B", "C", "D")  # D: A with the camera LoRA
 
 
 def read_table(workdir: Path) -> list[dict]:
@@ -48,7 +48,7 @@ def test_smoke_ladder_table_has_every_row_and_the_fit_floor_holds(smoke_run):
         assert sorted(int(r["azimuth_requested"]) for r in by_cond[cond]) == list(range(0, 360, 45))
     assert len(by_cond["floor"]) == N_AZ
     assert len(by_cond["floor_gt"]) == N_AZ
-    assert len(rows) == N_AZ * 3 + 2 * N_AZ
+    assert len(rows) == N_AZ * len(CONDITIONS) + 2 * N_AZ
     for row in by_cond["floor_gt"]:
         assert row["abs_error_deg"] != "", row
         assert float(row["abs_error_deg"]) <= 2.0, row
@@ -63,7 +63,7 @@ def test_smoke_ladder_table_has_every_row_and_the_fit_floor_holds(smoke_run):
     assert (workdir / "results" / "ladder.png").stat().st_size > 10_000
     # every smoke artifact is marked as smoke (the gate refuses it by that mark)
     records = list((workdir / "results" / "provenance").rglob("*.json"))
-    assert len(records) == 16
+    assert len(records) == 22
     for rec in records:
         assert json.loads(rec.read_text())["model_set"] == "smoke", rec
 
@@ -94,7 +94,8 @@ def test_second_run_has_nothing_to_do(built_copy):
 def test_every_job_leaves_provenance_without_secrets(smoke_run):
     workdir = smoke_run["workdir"]
     records = list((workdir / "results" / "provenance").rglob("*.json"))
-    assert len(records) == 16  # one per job: 2 smoke builds, render, 3 generate, 4 keypoints, 5 fit, ladder
+    # one per job: 2 smoke builds, render, 4 generate, 5 keypoints, 6 fit, ladder, 3 LoRA (records, embeddings, train)
+    assert len(records) == 22
     gen = json.loads((workdir / "results" / "provenance" / "generate" / "A.json").read_text())
     for key in ("rule", "wildcards", "params", "inputs", "outputs", "code", "python", "packages", "machine",
                 "wall_seconds", "peak_rss_mib", "peak_vram_gib", "invocation", "models", "seed",
@@ -135,7 +136,6 @@ BAD_CONFIGS = [
     ("ladder:\n  azimuths: [-5]\n", "ladder.azimuths[0]"),
     ("conditions:\n  A: {references: [], prompt: 'x {azimuth}'}\n", "conditions.A.references"),
     ("conditions:\n  A: {references: [0, 100], prompt: 'x {azimuth}'}\n", "conditions.A.references[1]"),
-    ("conditions:\n  A: {references: [0], prompt: 'x {azimuth}', lora: true}\n", "conditions.A.lora"),
     ("conditions:\n  D: {}\n", "conditions.D"),
     ("conditions:\n  A: {references: [0], prompt: 'no placeholder'}\n", "conditions.A.prompt"),
 ]
@@ -313,7 +313,7 @@ def test_views_lost_to_a_killed_regenerate_are_rebuilt_not_ignored(built_copy):
 @pytest.mark.parametrize("target,words", [
     ("results/render/azXYZ.png", "allowed: one of 000, 045, 090, 135, 180, 225, 270, 315"),
     ("results/generate/Q/views.json", "condition = 'Q' is not allowed for rule generate"),
-    ("results/fit/nope.json", "allowed: one of A, B, C, floor, floor_gt"),
+    ("results/fit/nope.json", "allowed: one of A, B, C, D, floor, floor_gt"),
 ])
 def test_a_target_no_rule_makes_is_explained_with_what_is_allowed(tmp_path, target, words):
     proc = run_snakemake(tmp_path, "-n", target, check=False)

@@ -348,6 +348,84 @@ def scorer_ask(
     return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
 
 
+def lora_key(job: dict) -> str:
+    resident = "+".join(lora_resident(job))
+    return f"lora_step/{job['backend']}/{job['frozen_dtype']}/{resident}/{job['resolution']}"
+
+
+def lora_resident(job: dict) -> list[str]:
+    """The components on the card during a LoRA step: the transformer, and the text encoder when resident."""
+    return ["transformer"] + (["text_encoder"] if job.get("text_encoder") == "resident" else [])
+
+
+def _lora_row(model: dict, frozen_dtype: str, resident: list[str], resolution: int) -> Figure | None:
+    """The largest measured lora_step row of exactly this setup (the walls take the worst seen)."""
+    rows = [r for r in model.get("measured") or [] if r.get("mode") == "lora_step"
+            and r.get("frozen_dtype") == frozen_dtype and sorted(r.get("resident") or []) == sorted(resident)
+            and r.get("resolution") == resolution]
+    if not rows:
+        return None
+    row = max(rows, key=lambda r: float(r["gib"]))
+    return Figure(float(row["gib"]), f"measured: {row['source']}")
+
+
+def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, machine: str = "desk") -> Ask:
+    """One LoRA training job: the frozen transformer at its dtype, the text encoder only when resident, the
+    step's activations at the resolution, the autocast casts when frozen weights are fp32 (models.yaml)."""
+    name = job["backend"]
+    model = facts["models"][name]
+    frozen, res = job["frozen_dtype"], int(job["resolution"])
+    resident = lora_resident(job)
+
+    def estimate() -> Figure:
+        row = _lora_row(model, frozen, resident, res)
+        if row is not None:
+            return row
+        gib, parts = estimate_vram_gib(facts, name, mode="lora_step", frozen_dtype=frozen, resident=resident,
+                                       resolution=res)
+        return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+
+    vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), name, estimate)
+    ram = _streamed_weights_ram(facts, model)
+    secs = model.get("seconds") or {}
+    table = {int(k): float(v) for k, v in (secs.get("per_lora_step_by_resolution") or {}).items()}
+    accumulation, steps = int(job["accumulation"]), int(job["steps"])
+    if table:
+        ref = min(table, key=lambda r: abs(r - res))
+        per = table[ref] * (res / ref) ** 2 * accumulation / 8
+        why = f"{table[ref]:g} s a step at {ref} px x 8 micro-steps (models.yaml seconds), scaled to {res} px x {accumulation}"
+    else:
+        per, why = 10.0 * accumulation / 8, "NOT measured for this backend: 10 s a step of 8 micro-steps assumed"
+    seconds = Figure(float(secs.get("load", 60)) + steps * per, f"estimate: load + {steps} steps x {per:.2f} s ({why})")
+    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
+
+
+def text_encoder_ask(facts: dict, job: dict, *, n_prompts: int = 1) -> Ask:
+    """The instruction embeddings job: the generator's text encoder alone on the card (a measured weights row
+    of it, else its weights at the job's dtype), nothing else of the generator."""
+    name = job["backend"]
+    model = facts["models"][name]
+    dtype = job["text_encoder_dtype"]
+    rows = [r for r in model.get("measured") or [] if r.get("mode") == "weights"
+            and (r.get("resident") or []) == ["text_encoder"] and r.get("precision") == dtype]
+    if rows:
+        row = max(rows, key=lambda r: float(r["gib"]))
+        fig = Figure(float(row["gib"]), f"measured: {row['source']}")
+    else:
+        gib = component_gib(facts, model, "text_encoder", dtype)
+        fig = Figure(gib, f"estimate: text_encoder ({dtype}) {gib:.2f}")
+    if _cuda(job["device"]):
+        vram, devices = _with_context(facts, fig), ("cuda",)
+    else:
+        vram, devices = Figure(0.0, "cpu device: no VRAM"), ()
+    te = component_gib(facts, model, "text_encoder", "bf16")
+    host = float(facts["stages"]["generate_host_gib"])
+    ram = Figure(te + host, f"estimate: the text encoder's bf16 weights {te:.2f} + host {host:g}")
+    secs = model.get("seconds") or {}
+    seconds = Figure(float(secs.get("load", 60)) + 0.5 * n_prompts, f"estimate: load + {n_prompts} prompts x 0.5 s")
+    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
+
+
 def stage_ask(facts: dict, stage: str) -> Ask:
     """A job that loads no model onto a card: its RAM and time from models.yaml `stages`."""
     s = facts["stages"].get(stage) or facts["stages"]["default"]

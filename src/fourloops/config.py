@@ -199,12 +199,7 @@ def semantic_errors(config: dict, backends: Iterable[str], smoke_backends: Itera
             messages.append(
                 f"conditions.{name}.prompt = {cond['prompt']!r}: the template must contain {{azimuth}}"
             )
-        if cond.get("lora", False):
-            messages.append(
-                f"conditions.{name}.lora = true: the camera LoRA rule does not exist in this workflow yet, "
-                "so a LoRA condition cannot run; allowed: false"
-            )
-    return messages + restyle_errors(config)
+    return messages + restyle_errors(config) + lora_errors(config)
 
 
 def restyle_errors(config: dict) -> list[str]:
@@ -231,6 +226,34 @@ def restyle_errors(config: dict) -> list[str]:
     if scorer is not None and scorer == config["generator"]["model"]:
         messages.append(f"grades.scorer = {scorer!r} is generator.model = {config['generator']['model']!r}: a "
                         "generator scoring its own output is not a measurement; allowed: another model")
+    return messages
+
+
+def lora_errors(config: dict) -> list[str]:
+    """The camera LoRA slice (config/schema.d/lora.yaml): what its schema cannot say. The model-level
+    checks (target modules, the resolution the backend takes) run in the training job before any step."""
+    lora = config.get("lora")
+    if not lora:
+        return []
+    messages = []
+    rec = lora["records"]
+    for where, count, azimuths in (("lora.records", rec["count"], rec["azimuths"]),
+                                   ("lora.smoke", lora["smoke"]["count"], lora["smoke"]["azimuths"])):
+        pairs = len(azimuths) * (len(azimuths) - 1)
+        if count > pairs:
+            messages.append(
+                f"{where}.count = {count}: more records than azimuth pairs; allowed: at most {pairs} "
+                f"({len(azimuths)} azimuths in {where}.azimuths give {len(azimuths)} x {len(azimuths) - 1} ordered "
+                "pairs of distinct views, each used once): lower the count or add azimuths"
+            )
+    fields = [f for _, f, _, _ in string.Formatter().parse(rec["instruction"]) if f is not None]
+    unknown = [f for f in fields if f not in ("azimuth", "source_azimuth")]
+    if unknown:
+        messages.append(f"lora.records.instruction = {rec['instruction']!r}: unknown placeholder(s) {unknown}; "
+                        "allowed: {azimuth} (the target view's) and {source_azimuth}")
+    elif "azimuth" not in fields:
+        messages.append(f"lora.records.instruction = {rec['instruction']!r}: the instruction must name the target "
+                        "azimuth; allowed: a text containing {azimuth}")
     return messages
 
 
@@ -313,6 +336,8 @@ def load_model_facts(path: str | Path, schema_path: str | Path = MODELS_SCHEMA) 
                                     f"allowed: one of {sorted(components)}")
         tables = [(f"activations_gib.{mode}", t) for mode, t in (model.get("activations_gib") or {}).items()]
         tables.append(("seconds.per_view_by_references", (model.get("seconds") or {}).get("per_view_by_references") or {}))
+        tables.append(("seconds.per_lora_step_by_resolution",
+                       (model.get("seconds") or {}).get("per_lora_step_by_resolution") or {}))
         for where, table in tables:
             for key in table:
                 if isinstance(key, bool) or not isinstance(key, int) or key < 1:

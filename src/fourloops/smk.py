@@ -65,6 +65,10 @@ class Workflow:
     def stage(self, rulename: str) -> Stage:
         return stage_for(rulename)
 
+    def profile(self, rulename: str, wildcards: dict) -> str:
+        """The job's profile tag: its stage's, or the one the config chooses (Stage.profile_of)."""
+        return self.stage(rulename).profile_for(self.config)
+
     def params(self, rulename: str, wildcards: dict) -> dict:
         """The rule's params for these wildcards, lineage left out (it is derived from the rest)."""
         key = (rulename, tuple(sorted(wildcards.items())))
@@ -267,7 +271,7 @@ class Workflow:
         """The `resources:` every rule declares (`resources: **ASKS`): the scheduler's numbers and the profile tag."""
 
         def profile(wildcards, rulename):
-            return self.stage(rulename).profile
+            return self.profile(rulename, dict(wildcards.items()))
 
         def mem_mb(wildcards, rulename):
             return self.ask(rulename, dict(wildcards.items())).mem_mb
@@ -309,7 +313,7 @@ class Workflow:
         if self.executor() != slurm.EXECUTOR:
             return None
         c = slurm.cluster(self.machines, self.slurm_cluster())
-        job = walls.PendingJob(rulename, "", self.stage(rulename).profile, self.ask(rulename, wildcards), wildcards)
+        job = walls.PendingJob(rulename, "", self.profile(rulename, wildcards), self.ask(rulename, wildcards), wildcards)
         p = None if slurm.runs_here(job, c) else slurm.partition_for(job, c)
         return None if p is None else slurm.request(job.ask, p, c)
 
@@ -324,7 +328,7 @@ class Workflow:
                 continue
             wc = dict(job.wildcards.items())
             out.append(walls.PendingJob(
-                rule=job.rule.name, output=str(job.output[0]), profile=self.stage(job.rule.name).profile,
+                rule=job.rule.name, output=str(job.output[0]), profile=self.profile(job.rule.name, wc),
                 ask=self.ask(job.rule.name, wc), wildcards=wc, params=self.params(job.rule.name, wc),
                 context=AskContext(self.facts, self.measured, self.target or self.config["machine"]),
             ))
@@ -355,7 +359,8 @@ class Workflow:
     def local_jobs(self, dag):
         """Pending jobs that run on this machine (pod jobs meet their needs on the pod)."""
         remote = machines.remote_tags(self.executor(), self.machines)
-        jobs = [j for j in dag.needrun_jobs() if j.rule.output and self.stage(j.rule.name).profile not in remote]
+        jobs = [j for j in dag.needrun_jobs()
+                if j.rule.output and self.profile(j.rule.name, dict(j.wildcards.items())) not in remote]
         if self.executor() == "slurm":  # partition jobs meet their needs on the node
             placed = self.check_walls(dag).placed
             jobs = [j for j in jobs if placed.where.get(str(j.output[0]), "").startswith("here")]

@@ -46,6 +46,9 @@ class Stage:
     measures: "Callable[[dict], str | None] | None" = None
     # a failed rerun restores the previous outputs (money was spent on them)
     keep_last_good: bool = False
+    # the run's config -> the profile tag of this stage's jobs, when the config chooses it (lora.profile);
+    # else `profile`. Not a param: where a job runs is never in its lineage.
+    profile_of: "Callable[[dict], str] | None" = None
     module: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -60,6 +63,14 @@ class Stage:
         if self.ask is None:
             return asks.stage_ask(ctx.facts, self.name)
         return self.ask(ctx, wildcards, params)
+
+    def profile_for(self, config: dict) -> str:
+        if self.profile_of is None:
+            return self.profile
+        tag = self.profile_of(config)
+        if tag not in PROFILE_TAGS:
+            raise ValueError(f"stage {self.name}: profile = {tag!r} from the config; allowed: one of {list(PROFILE_TAGS)}")
+        return tag
 
     def needs_for(self, params: dict) -> "list[Need]":
         return list(self.needs(params)) if self.needs else []

@@ -122,14 +122,14 @@ class Executor(RemoteExecutor):
         self.log(f"runpod: run {self.run_id}: pod jobs go to RunPod ({self.client.base_url}), up to "
                  f"{self.settings.pool_size} pod(s) named {self.settings.name_prefix}-{self.run_id}-N")
 
-    @staticmethod
-    def _profile(rule_name: str) -> str | None:
+    def _profile(self, rule_name: str) -> str | None:
         from fourloops.stage import UnknownRule, stage_for
 
         try:  # the stage declaration says where a rule's jobs run
-            return stage_for(rule_name).profile
+            stage = stage_for(rule_name)
         except UnknownRule:  # a target rule (all, probe): no work of its own
             return None
+        return stage.profile_for(self.workflow.config)  # the config may choose it (lora.profile)
 
     def _make_desk_rules_local(self, remote: set[str]) -> None:
         """Rules whose profile tag does not run remotely become local rules: Snakemake runs them here."""

@@ -29,7 +29,7 @@ def planned(view, targets: list[str]) -> dict:
         output = str(snakerule.expand_output(wildcards)[0][0])
         bench = snakerule.expand_benchmark(wildcards)
         benchmarks[output] = str(bench) if bench is not None else ""
-        pending.append(walls.PendingJob(rule=rule, output=output, profile=view.stage(rule).profile,
+        pending.append(walls.PendingJob(rule=rule, output=output, profile=view.profile(rule, wildcards),
                                         ask=view.ask(rule, wildcards), wildcards=wildcards))
     target = view.config["machine"]
     placement = machines.placement(view.executor(), view.machines)

@@ -1,0 +1,51 @@
+"""The camera LoRA's instruction embeddings, from the generator's own text encoder in a job of their own,
+so the training job never holds the encoder (RFD 1140: it took ~7 GiB of the desk's card to encode ~30 tokens)."""
+
+from __future__ import annotations
+
+from fourloops.stage import AskContext, Stage
+
+
+def lora_embeddings_stage(records: str, embeddings_out: str, backend: str, model: str, revision: str | None,
+                          text_encoder_dtype: str, device: str, max_sequence_length: int, model_set: str,
+                          machine: str = "desk") -> dict:
+    from fourloops import lora
+    from fourloops.card import check_card
+
+    check_card(device, machine)
+    found = lora.read_records(records)
+    fields = lora.compute_embeddings(backend, model, revision, text_encoder_dtype, device, found, embeddings_out,
+                                     max_sequence_length=max_sequence_length)
+    return fields | {"precision": text_encoder_dtype, "models": [{"backend": backend, "model": model,
+                                                                  "components": fields["components_loaded"]}]}
+
+
+# ------------------------------------------------------------------------------------ declaration
+def ask(ctx: AskContext, wildcards: dict, params: dict):
+    from fourloops import asks
+
+    job = params["job"]
+    if job["model_set"] == "smoke":  # the tiny text encoder on the CPU
+        return asks.stage_ask(ctx.facts, "smoke_lora_embeddings")
+    return asks.text_encoder_ask(ctx.facts, job, n_prompts=int(job.get("records", 1)))
+
+
+def needs(params: dict) -> list:
+    import os
+    from pathlib import Path
+
+    from fourloops.preflight import Need
+
+    job = params["job"]
+    out = [Need("device", job["device"], rule="lora_embeddings")]
+    if job["backend"] == "omnigen2":
+        out.append(Need("package", "omnigen2", rule="lora_embeddings"))
+    local = os.path.expanduser(job["model"])
+    if Path(local).is_dir():
+        out.append(Need("model_dir", local, rule="lora_embeddings"))
+    else:
+        out.append(Need("hf_model", job["model"], job["revision"], rule="lora_embeddings"))
+    return out
+
+
+STAGE = Stage(name="lora_embeddings", rules=("lora_embeddings",), profile="desk", ask=ask, needs=needs)

@@ -1,0 +1,73 @@
+"""The camera LoRA's training: the frozen generator transformer and its VAE, never its text encoder (the
+embeddings come from their own job), resumable from checkpoints. Its profile tag comes from config
+lora.profile (desk: bf16 frozen weights fit the desk at 512; pod: the seeds' fp32 setup)."""
+
+from __future__ import annotations
+
+from fourloops.stage import AskContext, Stage
+
+
+def lora_train_stage(records: str, embeddings: str, lora_out: str, loss_csv: str, loss_png: str,
+                     checkpoint_dir: str, train: dict, checkpoint_every: int, machine: str = "desk") -> dict:
+    from fourloops import lora
+    from fourloops.card import check_card
+
+    spec = lora.TrainSpec.of(**train, checkpoint_every=int(checkpoint_every))
+    check_card(spec.device, machine)
+    fields = lora.train(spec, records, embeddings, lora_out, loss_csv, loss_png, checkpoint_dir)
+    return fields | {"seed": spec.seed, "checkpoint_every": spec.checkpoint_every, "checkpoint_dir": checkpoint_dir,
+                     "models": [{"backend": spec.backend, "model": spec.model, "components": fields["components_loaded"]}]}
+
+
+def checkpoint_every_of(config: dict) -> int:
+    """How often a resume checkpoint is written: read from the config by the job, never a param (it changes
+    nothing the job computes, so a new interval retrains nothing)."""
+    lora = config["lora"]
+    return int(lora["smoke"]["checkpoint_every"] if config["model_set"] == "smoke" else lora["checkpoint_every"])
+
+
+# ------------------------------------------------------------------------------------ declaration
+def profile_of(config: dict) -> str:
+    return config["lora"]["profile"]
+
+
+def ask(ctx: AskContext, wildcards: dict, params: dict):
+    from fourloops import asks
+
+    job = params["train"]
+    if job["model_set"] == "smoke":  # the tiny transformer on the CPU
+        return asks.stage_ask(ctx.facts, "smoke_lora_train")
+    return asks.lora_ask(ctx.facts, job, measured=ctx.measured, machine=ctx.machine)
+
+
+def needs(params: dict) -> list:
+    import os
+    from pathlib import Path
+
+    from fourloops.preflight import Need
+
+    job = params["train"]
+    out = [Need("device", job["device"], rule="lora_train")]
+    if str(job["device"]).startswith("cuda"):
+        out.append(Need("package", "bitsandbytes", rule="lora_train"))  # 8-bit AdamW
+    if job["backend"] == "omnigen2":
+        out.append(Need("package", "omnigen2", rule="lora_train"))
+    local = os.path.expanduser(job["model"])
+    if Path(local).is_dir():
+        out.append(Need("model_dir", local, rule="lora_train"))
+    else:
+        out.append(Need("hf_model", job["model"], job["revision"], rule="lora_train"))
+    return out
+
+
+def measures(record: dict) -> str | None:
+    from fourloops.asks import lora_key
+
+    job = (record.get("params") or {}).get("train")
+    if isinstance(job, dict) and record.get("model_set") != "smoke" and {"backend", "frozen_dtype", "resolution"} <= set(job):
+        return lora_key(job)
+    return None
+
+
+STAGE = Stage(name="lora_train", rules=("lora_train",), profile="desk", profile_of=profile_of, ask=ask, needs=needs,
+              measures=measures)
