@@ -75,7 +75,7 @@ SIZING_DIR = "models/sizing/{component}"  # fourloops.sizing.build writes each o
 
 
 def sizing_model(component, inner=""):
-    return SIZING_DIR.format(component=component) + (f"/{inner}" if inner else "")
+    return os.path.join(SIZING_DIR.format(component=component), inner) if inner else SIZING_DIR.format(component=component)
 
 # fourloops' view of this workflow; the stage files use its ASKS (as resources) and LINEAGE (a param).
 smk.check_model_set(config["model_set"])

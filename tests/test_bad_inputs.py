@@ -134,7 +134,7 @@ CONFIG_CASES = [
     ("keypoints:\n  resolution: 100\n", "keypoints.resolution = 100"),
     ("keypoints:\n  num_windows: 3\n", "keypoints.num_windows = 3: not allowed; allowed: one of [1, 2]"),
     ("generator:\n  device: gpu\n", "generator.device = 'gpu'"),
-    ("model_set: tiny\n", "model_set = 'tiny': not allowed; allowed: one of ['real', 'smoke']"),
+    ("model_set: tiny\n", "model_set = 'tiny': not allowed; allowed: one of ['real', 'smoke', 'sizing']"),
     ("machine: laptop\n", "machine = 'laptop'"),
     ("generator:\n  backend: dalle\n", "generator.backend = 'dalle'"),
     ("conditions:\n  1A: {references: [0], prompt: '{azimuth}'}\n", "key '1A' is not allowed"),
@@ -443,7 +443,7 @@ def _repo_copy(tmp_path: Path) -> Path:
     [
         ("machines.yaml", "busy_card_limit_gib: 2.0  # RFD", "busy_card_limit_gib: 0  # RFD",
          "desk.busy_card_limit_gib = 0: not allowed; allowed: a finite number > 0"),
-        ("models.yaml", "cuda_context_gib: 0.5", "cuda_context_gib: -50", "cuda_context_gib = -50: not allowed"),
+        ("models.yaml", "cuda_context_gib: 0.67", "cuda_context_gib: -50", "cuda_context_gib = -50: not allowed"),
         ("config.yaml", "azimuths: [0, 45, 90, 135, 180, 225, 270, 315]\n", "azimuths: [0, 45\n",
          "config.yaml, line 18, column 7: expected ',' or ']'"),
     ],
