@@ -300,3 +300,17 @@ def test_tables_and_pages_of_the_sizing_set_say_their_values_mean_nothing():
     assert figures.marked("real") is False and "SIZING" not in pages.page("t", "", figures.marked("real"))
     for caption in ("ladder_table.rst", "grades_table.rst"):
         assert "SIZING: real shapes, random weights" in (REPO / "report" / caption).read_text()
+
+
+def test_no_weight_of_a_built_sizing_model_is_left_at_its_classs_zero_init():
+    """Zeros where a released model has trained values would make outputs constant and LoRA gradients zero."""
+    import torch
+
+    from fourloops import sizing
+
+    torch.manual_seed(0)
+    layer = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    torch.nn.init.zeros_(layer[1].weight)
+    torch.nn.init.zeros_(layer[1].bias)
+    assert sizing._randomise_zero_inits(layer) == 2
+    assert all(bool(p.any()) for p in layer.parameters())
