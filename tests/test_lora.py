@@ -256,9 +256,9 @@ def test_the_seeds_fp32_setup_with_the_encoder_at_512_is_refused_on_the_desk_and
     seeds = walls.check_jobs([lora_job("fp32", "resident")], MACHINES, "desk")
     assert not seeds.ok
     text = walls.report(seeds, MACHINES)
-    assert f"{driver_gib(23.97):.2f} GiB" in text and "measured-h200.md" in text and "fits pod" in text, text
+    assert f"{driver_gib(25.05):.2f} GiB" in text and "bench/lora_gpu.py" in text and "fits pod" in text, text
     assert walls.check_jobs([lora_job("bf16", "precomputed")], MACHINES, "desk").ok
-    assert lora_job("bf16", "precomputed").ask.vram.value == pytest.approx(driver_gib(8.22))
+    assert lora_job("bf16", "precomputed").ask.vram.value == pytest.approx(driver_gib(9.23))
     assert walls.check_jobs([lora_job("fp32", "precomputed")], MACHINES, "desk").ok  # measured 16.88
 
 
@@ -269,7 +269,7 @@ def test_the_config_chooses_the_profile_and_a_real_run_is_refused_by_the_walls(t
                          "results/lora/camera.safetensors", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "walls:" in out and "lora_train" in out, out[-3000:]
-    assert f"{driver_gib(23.97):.2f} GiB" in out, out[-3000:]
+    assert f"{driver_gib(25.05):.2f} GiB" in out, out[-3000:]
     assert not (tmp_path / "results").exists()
     cfg.write_text(yaml.safe_dump({"lora": {"profile": "pod"}}))
     proc = run_snakemake(tmp_path, f"--configfile={cfg}", "-n", "results/lora/camera.safetensors")
