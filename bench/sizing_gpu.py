@@ -6,6 +6,7 @@ own process (one precision per process; an OOM or a crash of one is recorded, no
 Writes --out/<component>-<config>.json (the probe record, or {"error": ...} with the process's last lines) and
 --out/builds.json. Models go to --work/models/<component> (built only when absent: rerunning reuses them).
 Default configurations: omnigen2 at bf16 and nf4, 512 px, 28 steps, references 1, 2, 3; the detector at 576;
+LoRA steps (fourloops.lora.train) at bf16 256/512, bf16 with the encoder resident at 512, the seeds' fp32 + encoder;
 the scorer (Qwen3-VL-8B + a random adapter, fourloops.sizing) at nf4. --qwen-image-edit adds
 qwen_image_edit_plus at nf4 and bf16 last (57 GB on disk: with --free-disk the other models are deleted first).
 """
@@ -52,6 +53,15 @@ def configurations(args) -> list[dict]:
             "adapter_revision": None, "precision": precision, "device": args.device, "decoding": "greedy",
             "temperature": 0.7, "max_new_tokens": args.scorer_max_new_tokens,
             "score_range": grades["score_range"]["default"], "image_size": args.size}})
+    lora = yaml.safe_load((REPO / "config" / "schema.d" / "lora.yaml").read_text())["properties"]
+    train = {k: lora[k]["default"] for k in ("rank", "alpha", "dropout", "target_modules", "lr", "weight_decay",
+                                             "max_grad_norm", "seed")}
+    for frozen, te, res in args.lora_steps:
+        out.append({"name": f"lora_step-omnigen2-{frozen}-{te}-{res}", "component": "lora_step", "build": "omnigen2",
+                    "settings": {**train, "backend": "omnigen2", "model": str(models / "omnigen2"),
+                                 "model_set": "sizing", "steps": args.items, "accumulation": 1,
+                                 "resolution": int(res), "frozen_dtype": frozen, "text_encoder": te,
+                                 "device": args.device}})
     if args.qwen_image_edit:
         for precision in ("nf4", "bf16"):
             out.append({"name": f"generator-qwen_image_edit_plus-{precision}", "component": "generator",
@@ -117,6 +127,10 @@ def main(argv=None) -> int:
     ap.add_argument("--scorer-max-new-tokens", type=int, default=512,
                     help="random weights rarely stop early: every answer decodes this many tokens")
     ap.add_argument("--detector-resolution", type=int, default=576)
+    ap.add_argument("--lora-steps", nargs="*", type=lambda v: v.split(":"),
+                    default=[c.split(":") for c in ("bf16:precomputed:256", "bf16:precomputed:512",
+                                                    "bf16:resident:512", "fp32:resident:512")],
+                    help="LoRA step probes as frozen_dtype:text_encoder:resolution")
     ap.add_argument("--qwen-image-edit", action="store_true", help="also probe qwen_image_edit_plus (nf4, bf16), last")
     ap.add_argument("--free-disk", action="store_true", help="with --qwen-image-edit: delete the other models first")
     ap.add_argument("--only", nargs="*", help="configuration names to run (default: all)")

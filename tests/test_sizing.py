@@ -138,14 +138,6 @@ def test_fourloops_probes_lists_a_record_per_configuration(tmp_path, capsys):
     assert len(lines) == 2 and "NVIDIA H200" in lines[1] and "31.500" in lines[1] and "2026-12-02" in lines[1]
 
 
-def test_the_lora_step_has_a_hook_and_no_pretend_probe():
-    from fourloops.stages.probe import PROBES, ProbeError, probe
-
-    assert "lora_step" not in PROBES
-    with pytest.raises(ProbeError, match="no probe for component 'lora_step' yet"):
-        probe("lora_step", {"device": "cpu"}, machine_name="desk", model_set="sizing")
-
-
 # ------------------------------------------------------------------------------------ diffusers + scorer, tiny
 def _tiny_arch_dir(tmp_path: Path) -> Path:
     """config/architectures with the Qwen-Image and Qwen3-VL files shrunk (the same format and builders)."""
@@ -314,3 +306,26 @@ def test_no_weight_of_a_built_sizing_model_is_left_at_its_classs_zero_init():
     torch.nn.init.zeros_(layer[1].bias)
     assert sizing._randomise_zero_inits(layer) == 2
     assert all(bool(p.any()) for p in layer.parameters())
+
+
+def test_a_lora_step_probe_runs_the_trainer_and_the_wall_check_reads_its_peak_and_seconds(tmp_path):
+    """The LoRA probe is fourloops.lora.train itself, a few optimizer steps on synthetic records of the real shapes."""
+    pytest.importorskip("diffusers")
+    from fourloops import asks
+    from fourloops.stages.probe import probe
+
+    out = tmp_path / "models" / "qwen_image_edit_plus"
+    sizing.build("qwen_image_edit_plus", out, "cpu", texts=["seen from 90 degrees"], arch_dir=_tiny_arch_dir(tmp_path))
+    settings = {"backend": "qwen_image_edit_plus", "model": str(out), "model_set": "sizing", "rank": 2, "alpha": 2.0,
+                "dropout": 0.0, "target_modules": ["to_q", "to_k", "to_v", "to_out.0"], "steps": 200, "lr": 1e-4,
+                "weight_decay": 0.0, "max_grad_norm": 1.0, "resolution": 64, "accumulation": 8,
+                "frozen_dtype": "fp32", "text_encoder": "precomputed", "seed": 0, "device": "cpu"}
+    dest = tmp_path / "results" / "probe" / "desk" / "lora_step.json"
+    rec = probe("lora_step", settings, machine_name="desk", model_set="sizing", items=3, out=str(dest))
+    assert rec["key"] == asks.lora_key(settings) == "lora_step/qwen_image_edit_plus/fp32/transformer/64"
+    (conf,) = rec["configurations"]
+    assert len(conf["items"]) == 3 and conf["seconds_per_item"] > 0 and conf["error"] is None
+    assert rec["model"]["components_loaded"] == ["transformer", "vae"] and not rec["model"]["text_encoder_loaded"]
+    assert rec["model"]["census"]["lora_tensors"] > 0
+    timing = asks.Measurements.load(tmp_path).timing(rec["key"], "desk")
+    assert timing is not None and timing[1] == conf["seconds_per_item"]

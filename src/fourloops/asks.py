@@ -165,11 +165,11 @@ class Measurements:
         for path in sorted(root.glob("results/probe/*/*.json")):
             try:
                 rec = json.loads(path.read_text())
-                key, peak = rec["key"], rec.get("peak_vram_gib")
+                key = rec["key"]
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            if peak is not None:
-                out.probes.setdefault(key, []).append({**rec, "path": str(path)})
+            # a probe without a peak (a CPU run, a configuration that failed) still times its machine
+            out.probes.setdefault(key, []).append({**rec, "path": str(path)})
         for record in (index if index is not None else records.index(root)).records:
             peak = record.data.get("peak_vram_gib")
             try:
@@ -183,7 +183,7 @@ class Measurements:
         return out
 
     def peak(self, key: str, machine: str) -> Figure | None:
-        probes = self.probes.get(key) or []
+        probes = [r for r in self.probes.get(key) or [] if r.get("peak_vram_gib") is not None]
         # the target machine's own probe first, then any other machine's
         for rec in sorted(probes, key=lambda r: r.get("machine_name") != machine):
             where = rec.get("machine_name", "?")

@@ -11,7 +11,8 @@ the load seconds, and the seconds per item (the first item apart, as the warm-up
   detector   per image at the configured resolution
   scorer     per answer, the EditScore SC question (2 images) and PQ question (1 image), prefill (encode) and
              decoding apart, with the tokens of each
-  lora_step  no probe yet: PROBES is the hook the LoRA trainer's step registers in
+  lora_step  per optimizer step, through fourloops.lora.train itself (the lora_train job's code) on synthetic
+             records and embeddings of the real shapes, at the settings' resolution, frozen dtype and text encoder
 """
 
 from __future__ import annotations
@@ -240,8 +241,78 @@ def _probe_scorer(s: dict, memory: _Memory, references, items: int, prompt: str)
     return t_load, {"weights_gib": weights, "model": model.describe(), "prompts": source}, configs
 
 
-# component -> its probe; the LoRA trainer's step registers "lora_step" here when that stage exists
-PROBES: dict[str, Callable] = {"generator": _probe_generator, "detector": _probe_detector, "scorer": _probe_scorer}
+def _probe_lora_step(s: dict, memory: _Memory, references, items: int, prompt: str) -> tuple[float, dict, list]:
+    """`items` optimizer steps of `fourloops.lora.train` (settings: the lora_train job's `train` params + device).
+
+    Records and embeddings are made here: noise images at the resolution and random embeddings of the text
+    encoder's width (the training job never loads the encoder; memory and time do not depend on the values)."""
+    import json
+    import tempfile
+    from dataclasses import fields
+    from pathlib import Path
+
+    import numpy as np
+    import pandas as pd
+    import torch
+    from safetensors.torch import save_file
+
+    from fourloops import lora
+    from fourloops.generate import resolve_model
+
+    res = int(s["resolution"])
+    names = {f.name for f in fields(lora.TrainSpec)}
+    spec = lora.TrainSpec.of(**{**{k: v for k, v in s.items() if k in names}, "steps": int(items),
+                                "accumulation": 1, "checkpoint_every": 10**9, "revision": s.get("revision")})
+    path, _ = resolve_model(spec.model, spec.revision)
+    cfg = json.loads((path / "transformer" / "config.json").read_text())
+    width = int(cfg.get("text_feat_dim") or cfg.get("joint_attention_dim"))
+    dtype = torch.bfloat16 if str(spec.device).startswith("cuda") else torch.float32
+    with tempfile.TemporaryDirectory(prefix="fourloops-lora-probe-") as tmp:
+        work = Path(tmp)
+        image_of = {}
+        for az, im in zip((0, 90, 180, 270), _images(4, res, seed=0)):
+            image_of[az] = str(work / f"{az:03d}.png")
+            im.save(image_of[az])
+        records = lora.make_records(lora.azimuth_pairs([0, 90, 180, 270], 4, 0), "{azimuth}", image_of)
+        lora.write_records(str(work / "records.jsonl"), records)
+        tokens = 32  # about a ladder instruction's length
+        gen = torch.Generator().manual_seed(0)
+        tensors = {}
+        for r in records:
+            tensors[f"{r['id']}.embeds"] = torch.randn(tokens, width, generator=gen).to(dtype)
+            tensors[f"{r['id']}.mask"] = torch.ones(tokens, dtype=torch.bool)
+        save_file(tensors, str(work / "embeddings.safetensors"),
+                  metadata={lora.EMBEDDINGS_META_KEY: json.dumps({"backend": spec.backend, "synthetic": True})})
+        memory.reset()
+        error, prov = None, {}
+        t0 = time.perf_counter()
+        try:
+            prov = lora.train(spec, str(work / "records.jsonl"), str(work / "embeddings.safetensors"),
+                              str(work / "lora.safetensors"), str(work / "loss.csv"), str(work / "loss.png"),
+                              str(work / "checkpoints"))
+            steps = [float(x) for x in pd.read_csv(work / "loss.csv")["seconds"]]
+        except _oom_types() as exc:
+            error, steps = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}", []
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        memory.sync()
+    steady = steps[1:] or steps[:1]
+    config = {"resolution": res, "frozen_dtype": spec.frozen_dtype, "text_encoder": spec.text_encoder,
+              **memory.peaks(), "items": [{"seconds": round(x, 4)} for x in steps], "error": error,
+              "first_item_seconds": steps[0] if steps else None,
+              "seconds_per_item": round(float(np.mean(steady)), 4) if steady else None,
+              "seconds_per_item_from": (f"mean of optimizer steps 2..{len(steps)} (step 1 is the warm-up)"
+                                        if len(steps) > 1 else "one step, warm-up included" if steps else "no step ran")}
+    load_s = float(prov.get("load_seconds") or (time.perf_counter() - t0))
+    about = {"weights_gib": None, "model": {k: prov.get(k) for k in ("components_loaded", "text_encoder_loaded",
+                                                                      "optimizer", "gradient_checkpointing", "autocast",
+                                                                      "census", "model_path")}}
+    return load_s, about, [config]
+
+
+# component -> its probe
+PROBES: dict[str, Callable] = {"generator": _probe_generator, "detector": _probe_detector, "scorer": _probe_scorer,
+                               "lora_step": _probe_lora_step}
 
 
 def probe_key(component: str, settings: dict) -> str:
@@ -253,16 +324,19 @@ def probe_key(component: str, settings: dict) -> str:
         return asks.detector_key(settings)
     if component == "scorer":
         return asks.scorer_key(settings)
+    if component == "lora_step":
+        return asks.lora_key(settings)
     raise ProbeError(f"component = {component!r}; allowed: one of {list(PROBES)}")
 
 
 def _precision(component: str, s: dict) -> str:
-    return "fp32" if component == "detector" else str(s["precision"])
+    return "fp32" if component == "detector" else str(s["frozen_dtype"]) if component == "lora_step" else \
+        str(s["precision"])
 
 
 def _resolution(component: str, s: dict) -> int | None:
-    return int(s["size"]) if component == "generator" else int(s["resolution"]) if component == "detector" else \
-        int(s.get("image_size", 512))
+    return int(s["size"]) if component == "generator" else int(s["resolution"]) if component in (
+        "detector", "lora_step") else int(s.get("image_size", 512))
 
 
 def probe(component: str, settings: dict, *, machine_name: str, model_set: str, out: str | None = None,
@@ -354,7 +428,8 @@ def _sizing_record(component: str, s: dict) -> dict | None:
 
     from fourloops.io import read_json
 
-    where = {"generator": s.get("model"), "detector": s.get("weights"), "scorer": s.get("base")}.get(component)
+    where = {"generator": s.get("model"), "detector": s.get("weights"), "scorer": s.get("base"),
+             "lora_step": s.get("model")}.get(component)
     if not where:
         return None
     p = Path(os.path.expanduser(str(where)))
