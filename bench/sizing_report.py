@@ -36,6 +36,17 @@ def estimate(facts: dict, rec: dict):
         secs = facts["models"][s["backend"]].get("seconds") or {}
         per = {int(k): float(v) for k, v in (secs.get("per_view_by_references") or {}).items()}
         forecast = lambda c: per.get(int(c["references"]), per.get(max(per), None) if per else None)  # noqa: E731
+    elif comp == "lora_step":
+        a = asks.lora_ask(facts, s, measured=None)
+        secs = facts["models"][s["backend"]].get("seconds") or {}
+        table = {int(k): float(v) for k, v in (secs.get("per_lora_step_by_resolution") or {}).items()}
+        res = int(s["resolution"])
+        ref = min(table, key=lambda r: abs(r - res)) if table else None
+        # models.yaml's figure is a step of 8 micro-steps on the desk; the probe times one micro-step
+        forecast = lambda c: None if ref is None else table[ref] * (res / ref) ** 2 / 8  # noqa: E731
+        gib, _ = asks.estimate_vram_gib(facts, s["backend"], mode="lora_step", frozen_dtype=s["frozen_dtype"],
+                                        resident=asks.lora_resident(s), resolution=res)
+        return gib, a.vram.value, a.vram.source, forecast, secs.get("load")
     elif comp == "detector":
         a = asks.detector_ask(facts, s, measured=None)
         secs = facts["models"]["rfdetr_keypoint_preview"].get("seconds") or {}
@@ -72,7 +83,8 @@ def report(records: list[dict], facts: dict) -> tuple[str, str]:
         est, wall, src, forecast, load_fc = estimate(facts, r)
         sources.append(f"- {r.get('bench_configuration', r['key'])}: {src}")
         for c in r["configurations"]:
-            label = ", ".join(f"{k} {c[k]}" for k in ("references", "question", "images_per_call") if k in c)
+            label = ", ".join(f"{k} {c[k]}" for k in ("references", "question", "images_per_call", "text_encoder")
+                              if k in c)
             peak = c["peak_vram_gib"]
             ratio = None if (peak is None or not est) else peak / est
             nvml = c["nvml_process_gib"]

@@ -157,7 +157,8 @@ def test_the_dfcs_recorded_32_5_gib_has_only_where_it_runs_the_a40_pod_at_its_pr
     assert any("not levers here: dfc_optimize's figures are recorded" in n for n in found.notes)
     text = walls.report(v, MACHINES)
     assert f"${pod.hourly_usd:.2f}/h = ${lever.cost_usd:.2f}" in text and "NVIDIA A40 46 GiB" in text
-    assert "pod.runpod.dfc_image" in text  # how a container job reaches the pod
+    # container.host: pod, so profiles/pod sends the DFC's job to the pod: no "sends only pod jobs" caveat
+    assert "container" in machines.placement("runpod", MACHINES) and "profiles/pod sends only" not in text
 
 
 # ---------------------------------------------------------------------------------- computed, not canned

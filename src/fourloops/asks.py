@@ -396,7 +396,9 @@ def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, ma
         why = f"{table[ref]:g} s a step at {ref} px x 8 micro-steps (models.yaml seconds), scaled to {res} px x {accumulation}"
     else:
         per, why = 10.0 * accumulation / 8, "NOT measured for this backend: 10 s a step of 8 micro-steps assumed"
-    seconds = Figure(float(secs.get("load", 60)) + steps * per, f"estimate: load + {steps} steps x {per:.2f} s ({why})")
+    # this machine's probe times one micro-step (batch 1, no accumulation): a step is `accumulation` of them
+    seconds = _measured_seconds(measured, lora_key(job), machine, steps * accumulation, "micro-steps") or Figure(
+        float(secs.get("load", 60)) + steps * per, f"estimate: load + {steps} steps x {per:.2f} s ({why})")
     return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
 
 

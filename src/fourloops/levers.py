@@ -230,7 +230,8 @@ def places(job: walls.PendingJob, table: dict, target: str, placement: dict | No
         note = ""
         if name == "pod" and m.name not in here and job.profile not in runpod_tags:
             note = (f"profiles/pod sends only {', '.join(runpod_tags)} jobs to the pod"
-                    + ("; container jobs go there once pod.runpod.dfc_image is set"
+                    + ("; container jobs go there with container.host: pod in machines.yaml (the executor builds the DFC's "
+                       "venv from hef.dfc_wheel)"
                        if job.profile == "container" else "")
                     + f"; or run the workflow there (--config machine={name})")
         home = name == (table.get(job.profile, {}).get("host", job.profile) if job.profile in table else job.profile)
