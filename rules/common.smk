@@ -372,6 +372,6 @@ def get_lora_train_params(wildcards):
                                 "seed")},
     }
     if SMOKE:  # the tiny generator on the CPU at its own size, fp32 like the smoke generator
-        train.update(steps=lora["smoke"]["steps"], accumulation=lora["smoke"]["accumulation"],
+        train.update(steps=lora["smoke"]["steps"], accumulation=lora["smoke"]["accumulation"], lr=lora["smoke"]["lr"],
                      resolution=config["smoke"]["generator_size"], frozen_dtype="fp32")
     return train

@@ -365,3 +365,28 @@ def test_a_retrained_lora_makes_exactly_the_lora_conditions_stale(built_copy, tm
     where.write_text("lora:\n  profile: pod\n  checkpoint_every: 3\n  smoke: {checkpoint_every: 2}\n")
     proc = run_snakemake(built_copy, f"--configfile={where}", "-n", "results/ladder.csv")
     assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_the_trained_smoke_lora_loads_into_the_generator_and_changes_its_output(smoke_run, monkeypatch):
+    """The ladder's own trained checkpoint, not a hand-made file: same seed, different view; without it, the base."""
+    import numpy as np
+    from PIL import Image
+
+    from fourloops.generate import load_backend
+
+    work = smoke_run["workdir"]
+    monkeypatch.chdir(work)
+    settings = {"num_inference_steps": 2, "guidance": 1.0, "width": 64, "height": 64, "negative_prompt": None}
+    ref = [Image.open(work / "results" / "lora" / "records" / "az090.png").convert("RGB")]
+    prompt = "The same person, seen from 90 degrees."
+
+    def view(**kw):
+        g = load_backend("qwen_image_edit_plus", MODEL, None, "fp32", "cpu", dict(settings), **kw)
+        return g, np.asarray(g.generate(ref, prompt, seed=5), dtype=np.float64)
+
+    _, base = view()
+    _, again = view()
+    g, tuned = view(lora="results/lora/camera.safetensors")
+    assert np.array_equal(base, again)
+    assert np.abs(tuned - base).mean() > 0.1, "the trained LoRA changed nothing"
+    assert g.describe()["lora"]["metadata"]["model_set"] == "smoke"
