@@ -123,7 +123,8 @@ def test_a_truncated_render_names_the_render_and_every_job_that_read_it(built_co
     assert [(p.record, p.detail) for p in own] == [("results/provenance/render/render.json", f"100 of {size} bytes")]
     readers = {p.record for p in problems if p.kind == "input changed"}
     assert readers == {"results/provenance/keypoints/render.json", "results/provenance/generate/A.json",
-                       "results/provenance/generate/B.json", "results/provenance/generate/C.json"}
+                       "results/provenance/generate/B.json", "results/provenance/generate/C.json",
+                       "results/provenance/generate/D.json"}
     text = verify.describe(problems)
     assert text.splitlines()[0] == (f"render must run again (results/provenance/render/render.json): "
                                     f"results/render/az000.png truncated: 100 of {size} bytes")
