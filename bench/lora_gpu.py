@@ -29,19 +29,9 @@ CONFIGS = [("bf16", "precomputed", 256), ("bf16", "precomputed", 512), ("bf16", 
 
 
 def nvml_process_gib() -> float | None:
-    import os
+    from fourloops.stages.probe import nvml_reading
 
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
-            if p.pid == os.getpid() and p.usedGpuMemory:
-                return round(p.usedGpuMemory / 2**30, 3)
-    except Exception:  # noqa: BLE001 - NVML absent or refused: torch's figures stand alone
-        return None
-    return None
+    return (nvml_reading(0) or {}).get("process_gib")
 
 
 def prepare(work: Path, resolutions: list[int]) -> dict:

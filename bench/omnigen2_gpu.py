@@ -24,24 +24,15 @@ import sys
 import time
 from pathlib import Path
 
-# OmniGen2 options/ft.yml arch_opt (github VectorSpaceLab/OmniGen2 @ 0f72fa9)
-TRANSFORMER = {"patch_size": 2, "in_channels": 16, "hidden_size": 2520, "num_layers": 32, "num_refiner_layers": 2,
-               "num_attention_heads": 21, "num_kv_heads": 7, "multiple_of": 256, "norm_eps": 1e-5,
-               "axes_dim_rope": [40, 40, 40], "axes_lens": [10000, 10000, 10000], "text_feat_dim": 2048,
-               "timestep_scale": 1000.0}
-# Qwen/Qwen2.5-VL-3B-Instruct config.json
-MLLM_TEXT = {"hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36, "num_attention_heads": 16,
-             "num_key_value_heads": 2, "vocab_size": 151936, "max_position_embeddings": 128000,
-             "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": True,
-             "rope_scaling": {"type": "mrope", "rope_type": "default", "mrope_section": [16, 24, 24]}}
-MLLM_VISION = {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "out_hidden_size": 2048,
-               "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 112,
-               "fullatt_block_indexes": [7, 15, 23, 31], "in_chans": 3, "tokens_per_second": 2}
-# black-forest-labs/FLUX.1-dev vae/config.json
-VAE = {"in_channels": 3, "out_channels": 3, "latent_channels": 16, "block_out_channels": [128, 256, 512, 512],
-       "down_block_types": ["DownEncoderBlock2D"] * 4, "up_block_types": ["UpDecoderBlock2D"] * 4,
-       "layers_per_block": 2, "norm_num_groups": 32, "scaling_factor": 0.3611, "shift_factor": 0.1159,
-       "use_quant_conv": False, "use_post_quant_conv": False, "sample_size": 1024}
+# The architecture values the sizing set builds from (config/architectures/, each file citing its source: OmniGen2's
+# options/ft.yml arch_opt, Qwen2.5-VL-3B-Instruct's and FLUX.1's config.json). Built here with the classes' own
+# init (fourloops.sizing.instantiate also randomises the zero-initialised layers; these records predate that).
+def _arch(name: str) -> dict:
+    from fourloops.sizing import architecture
+
+    return dict(architecture(name)["config"])
+
+
 CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 PROMPT = "The same person in the same pose, seen from a camera orbited to 90 degrees around them."
@@ -52,14 +43,9 @@ def gib(n: float) -> float:
 
 
 def nvml_used() -> float | None:
-    try:
-        import pynvml
+    from fourloops.stages.probe import nvml_reading
 
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        return pynvml.nvmlDeviceGetMemoryInfo(h).used / 2**30
-    except Exception:  # noqa: BLE001 - NVML absent or refused: the torch figure stands alone
-        return None
+    return (nvml_reading(0) or {}).get("device_used_gib")
 
 
 def apparatus() -> dict:
@@ -88,8 +74,10 @@ def build(work: Path) -> dict:
     tok.chat_template = CHAT
     ids = {"bos_token_id": vocab["<|endoftext|>"], "eos_token_id": vocab["<|im_end|>"],
            "pad_token_id": vocab["<|endoftext|>"]}
-    cfg = Qwen2_5_VLConfig(text_config=MLLM_TEXT | ids, vision_config=MLLM_VISION, hidden_size=2048,
-                           vocab_size=151936, tie_word_embeddings=True,
+    mllm_arch = _arch("qwen2_5_vl_3b")
+    cfg = Qwen2_5_VLConfig(text_config=mllm_arch["text_config"] | ids, vision_config=mllm_arch["vision_config"],
+                           hidden_size=mllm_arch["text_config"]["hidden_size"], vocab_size=mllm_arch["vocab_size"],
+                           tie_word_embeddings=mllm_arch["tie_word_embeddings"],
                            image_token_id=vocab["<|image_pad|>"], video_token_id=vocab["<|video_pad|>"],
                            vision_start_token_id=vocab["<|vision_start|>"],
                            vision_end_token_id=vocab["<|vision_end|>"], **ids)
@@ -97,9 +85,9 @@ def build(work: Path) -> dict:
     torch.manual_seed(0)
     torch.set_default_dtype(torch.bfloat16)
     with torch.device("cuda"):
-        transformer = Transformer(**TRANSFORMER).eval()
+        transformer = Transformer(**_arch("omnigen2_transformer")).eval()
         mllm = Qwen2_5_VLForConditionalGeneration(cfg).eval()
-        vae = AutoencoderKL(**VAE).eval()
+        vae = AutoencoderKL(**_arch("flux_vae")).eval()
     torch.set_default_dtype(torch.float32)
     processor = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tok,
                                  video_processor=Qwen2VLVideoProcessor())

@@ -31,21 +31,10 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
 
 def needs(params: dict) -> list:
-    import os
-    from pathlib import Path
+    """The generator's own needs (device, package, weights): its text encoder loads from the same place."""
+    from fourloops.stages.generate import generator_needs
 
-    from fourloops.preflight import Need
-
-    job = params["job"]
-    out = [Need("device", job["device"], rule="lora_embeddings")]
-    if job["backend"] == "omnigen2":
-        out.append(Need("package", "omnigen2", rule="lora_embeddings"))
-    local = os.path.expanduser(job["model"])
-    if Path(local).is_dir():
-        out.append(Need("model_dir", local, rule="lora_embeddings"))
-    else:
-        out.append(Need("hf_model", job["model"], job["revision"], rule="lora_embeddings"))
-    return out
+    return generator_needs(params["job"], "lora_embeddings")
 
 
 STAGE = Stage(name="lora_embeddings", rules=("lora_embeddings",), profile="desk", ask=ask, needs=needs)

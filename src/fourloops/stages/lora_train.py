@@ -41,22 +41,14 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
 
 def needs(params: dict) -> list:
-    import os
-    from pathlib import Path
-
+    """The generator's own needs (device, package, weights), and bitsandbytes for 8-bit AdamW on CUDA."""
     from fourloops.preflight import Need
+    from fourloops.stages.generate import generator_needs
 
     job = params["train"]
-    out = [Need("device", job["device"], rule="lora_train")]
+    out = generator_needs(job, "lora_train")
     if str(job["device"]).startswith("cuda"):
-        out.append(Need("package", "bitsandbytes", rule="lora_train"))  # 8-bit AdamW
-    if job["backend"] == "omnigen2":
-        out.append(Need("package", "omnigen2", rule="lora_train"))
-    local = os.path.expanduser(job["model"])
-    if Path(local).is_dir():
-        out.append(Need("model_dir", local, rule="lora_train"))
-    else:
-        out.append(Need("hf_model", job["model"], job["revision"], rule="lora_train"))
+        out.insert(1, Need("package", "bitsandbytes", rule="lora_train"))  # 8-bit AdamW
     return out
 
 

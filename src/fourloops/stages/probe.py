@@ -50,28 +50,15 @@ def _index(device: str) -> int:
 
 
 def nvml_reading(index: int = 0) -> dict | None:
-    """This process's memory on card `index` by NVML, and the card's used memory (GiB); None without NVML."""
-    try:
-        import pynvml
-    except ImportError:
+    """This process's memory on card `index` by NVML, and the card's used memory (GiB); None without NVML
+    (read by fourloops.guard, the one NVML reader)."""
+    from fourloops.guard import read_nvml
+
+    card = next((c for c in read_nvml() or [] if c.index == index), None)
+    if card is None:
         return None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return None
-    try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
-        used = pynvml.nvmlDeviceGetMemoryInfo(h).used / GIB
-        mine = None
-        try:
-            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
-                if p.pid == os.getpid() and getattr(p, "usedGpuMemory", None):
-                    mine = p.usedGpuMemory / GIB
-        except pynvml.NVMLError:
-            pass
-        return {"device_used_gib": round(used, 4), "process_gib": None if mine is None else round(mine, 4)}
-    finally:
-        pynvml.nvmlShutdown()
+    mine = next((h.used_gib for h in card.holders if h.pid == os.getpid() and h.used_gib), None)
+    return {"device_used_gib": round(card.used_gib, 4), "process_gib": None if mine is None else round(mine, 4)}
 
 
 class _Memory:
