@@ -56,9 +56,11 @@ def configurations(args) -> list[dict]:
     lora = yaml.safe_load((REPO / "config" / "schema.d" / "lora.yaml").read_text())["properties"]
     train = {k: lora[k]["default"] for k in ("rank", "alpha", "dropout", "target_modules", "lr", "weight_decay",
                                              "max_grad_norm", "seed")}
-    for frozen, te, res in args.lora_steps:
-        out.append({"name": f"lora_step-omnigen2-{frozen}-{te}-{res}", "component": "lora_step", "build": "omnigen2",
-                    "settings": {**train, "backend": "omnigen2", "model": str(models / "omnigen2"),
+    for frozen, te, res, *rank in args.lora_steps:
+        name = f"lora_step-omnigen2-{frozen}-{te}-{res}" + (f"-r{rank[0]}" if rank else "")
+        out.append({"name": name, "component": "lora_step", "build": "omnigen2",
+                    "settings": {**train, **({"rank": int(rank[0]), "alpha": float(rank[0])} if rank else {}),
+                                 "backend": "omnigen2", "model": str(models / "omnigen2"),
                                  "model_set": "sizing", "steps": args.items, "accumulation": 1,
                                  "resolution": int(res), "frozen_dtype": frozen, "text_encoder": te,
                                  "device": args.device}})
@@ -130,7 +132,7 @@ def main(argv=None) -> int:
     ap.add_argument("--lora-steps", nargs="*", type=lambda v: v.split(":"),
                     default=[c.split(":") for c in ("bf16:precomputed:256", "bf16:precomputed:512",
                                                     "bf16:resident:512", "fp32:resident:512")],
-                    help="LoRA step probes as frozen_dtype:text_encoder:resolution")
+                    help="LoRA step probes as frozen_dtype:text_encoder:resolution[:rank]")
     ap.add_argument("--qwen-image-edit", action="store_true", help="also probe qwen_image_edit_plus (nf4, bf16), last")
     ap.add_argument("--free-disk", action="store_true", help="with --qwen-image-edit: delete the other models first")
     ap.add_argument("--only", nargs="*", help="configuration names to run (default: all)")

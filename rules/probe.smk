@@ -22,7 +22,7 @@ rule probe_model:
         "benchmarks/probe/{machine}/{component}.tsv"
     wildcard_constraints:
         component="generator|detector|scorer",
-        machine="desk|pod",
+        machine="|".join(FOURLOOPS.machine_names()),
     params:
         generator=generator_settings(),
         detector=detector_settings(),

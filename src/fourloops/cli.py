@@ -14,8 +14,9 @@ REPO = Path(__file__).resolve().parents[2]
 # ----------------------------------------------------------------------------------------- plan
 def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("targets", nargs="*", help="file targets or rules (default: the workflow's default target)")
-    p.add_argument("--machine", choices=["desk", "pod", "cluster"],
-                   help="machine whose walls to check (default: config machine); cluster: the SLURM partition per job")
+    p.add_argument("--machine",
+                   help="machine of config/machines.yaml whose walls to check (default: config machine); cluster: "
+                        "the SLURM partition per job")
     p.add_argument("--json", action="store_true", help="the plan as JSON for tools")
     p.add_argument("-s", "--snakefile", default=str(REPO / "Snakefile"))
     p.add_argument("--directory", "-d", help="working directory (default: here)")

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Iterator
 
-from fourloops import lifeline, provenance
+from fourloops import gpumem, lifeline, provenance
 from fourloops.io import write_json
 
 
@@ -67,7 +67,14 @@ def job(smk) -> Iterator[JobContext]:
     logging.getLogger("fourloops").info("rule %s wildcards %s", smk.rule, dict(smk.wildcards.items()))
     # No orphans: the job ends when the Snakemake that started it dies (and frees the card).
     lifeline.hold()
+    # What the driver sees of this process (the wall's measure), and a smaller card emulated where asked.
+    nvml = gpumem.NvmlPeak().start()
+    if float(getattr(smk.resources, "vram_mb", 0) or 0) > 0:
+        cap = gpumem.apply_cap()
+        if cap:
+            ctx.record(**cap)
     yield ctx
+    ctx.record(**nvml.stop())
     outputs = [f for name, f in smk.output.items() if name != "provenance"]
     record = provenance.build_record(
         rule=smk.rule,

@@ -101,6 +101,14 @@ def peak_vram_gib() -> float | None:
     return max(torch.cuda.max_memory_allocated(i) for i in range(torch.cuda.device_count())) / 2**30
 
 
+def peak_reserved_gib() -> float | None:
+    """Peak of torch's reserved pool on CUDA in this process (allocated plus the caching allocator's slack)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return max(torch.cuda.max_memory_reserved(i) for i in range(torch.cuda.device_count())) / 2**30
+
+
 def file_entries(paths) -> list[dict]:
     out = []
     for p in paths:
@@ -150,6 +158,7 @@ def build_record(
         "wall_seconds": round(wall_seconds, 3),
         "peak_rss_mib": round(peak_rss_mib(), 1),
         "peak_vram_gib": peak_vram_gib(),
+        "peak_reserved_gib": peak_reserved_gib(),
         "invocation": os.environ.get("FOURLOOPS_INVOCATION", ""),
         **fields,
     }

@@ -52,6 +52,11 @@ class Workflow:
         base = Path(workflow.basedir)
         self.facts = asks.load_facts(base / "config" / "models.yaml")
         self.machines = machines.load(base / "config" / "machines.yaml")
+        known = machines.names(self.machines) + machines.clusters(self.machines)
+        if config.get("machine") not in known:
+            raise machines.MachinesError(
+                f"config machine = {config.get('machine')!r}: not a machine of config/machines.yaml; allowed: one "
+                f"of {known} (nothing was run or written)")
         # the provenance records, read once: measured peaks (asks) and the output check (verify) use them
         self.records = records.index(Path.cwd())
         self.measured = asks.Measurements.load(Path.cwd(), index=self.records)
@@ -60,6 +65,10 @@ class Workflow:
         self._lineage: dict = {}
         self._producers: dict = {}
         self.target: str | None = None  # `fourloops plan --machine`: the machine asked about, not config machine
+
+    def machine_names(self) -> list[str]:
+        """The single machines of machines.yaml (a probe measures one of them)."""
+        return machines.names(self.machines)
 
     # ---------------------------------------------------------------------------- rules and params
     def stage(self, rulename: str) -> Stage:

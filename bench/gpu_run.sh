@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The whole DAG through Snakemake itself on one lent GPU with no network, with the sizing model set
+# (profiles/sizing-gpu), then held-out sizing probes and the 24 GiB confusion matrix; raw records to $OUT.
+#
+# Here (with network), once: the wheels the GPU machine's own Python 3.12 + torch lacks, the pinned OmniGen2
+# package, a git bundle of HEAD (so each job's provenance names a clean commit), and the desk half (render and the
+# LoRA records need anny + EGL, which the GPU machine lacks; they are desk jobs):
+#   bench/gpu_run.sh prepare
+# There:
+#   bench/gpu_run.sh start            # a detached session (outlives one command's limit) runs `all`
+#   bench/gpu_run.sh wait 540         # prints its log as it goes; copies the records to $OUT when it is done
+# Each step logs and goes on when one fails; `all` writes $RUN/done at the end.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+RUN=${RUN:-/tmp/gpu_run}
+TARGETS=(results/ladder.csv results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx)
+PROFILE=(--profile profiles/sizing-gpu)
+
+say() { echo "$(date -u +%H:%M:%S) == $*"; }
+
+env_gpu() {
+  export PYTHONPATH=/tmp/site:$REPO/src:$REPO/.carry/omnigen2 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+  export TOKENIZERS_PARALLELISM=false
+}
+
+prepare() {
+  local py=${PY:-.venv/bin/python}
+  [ -d .wheels ] && [ -d .carry/omnigen2/omnigen2 ] || { echo "prepare: .wheels/ and .carry/omnigen2 first (see README, 'GPU runs')" >&2; return 2; }
+  git diff --quiet HEAD -- || { echo "prepare: commit first (the run's provenance must name a clean commit)" >&2; return 2; }
+  rm -f .carry/repo.bundle && git bundle create -q .carry/repo.bundle HEAD
+  # the desk half, here: render and the LoRA records
+  "$py" -m snakemake "${PROFILE[@]}" results/render/skeleton.json results/lora/records.jsonl
+}
+
+git_ready() {  # the copied tree may come without .git: rebuild it from the bundle, index and all
+  git rev-parse HEAD >/dev/null 2>&1 && return 0
+  [ -f .carry/repo.bundle ] || return 1
+  git init -q . && git fetch -q .carry/repo.bundle HEAD && git reset -q FETCH_HEAD
+}
+
+all() {
+  env_gpu
+  mkdir -p "$RUN"
+  say "machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -V
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .wheels/*.whl \
+    || { say "wheel install failed"; touch "$RUN/done"; return 1; }
+  python3 -c 'import torch, snakemake, transformers, diffusers, bitsandbytes, omnigen2; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  git_ready && say "code $(git rev-parse HEAD) dirty=$(git status --porcelain --untracked-files=no | wc -l)" || say "no git"
+  say "probe (builds the sizing models, then one probe per component on this machine)"
+  python3 -m snakemake "${PROFILE[@]}" probe
+  say "plan (the forecast, before the run)"
+  python3 -m fourloops.cli plan "${PROFILE[@]}" --json "${TARGETS[@]}" > "$RUN/plan-before.json"
+  say "the DAG"
+  python3 -m snakemake "${PROFILE[@]}" "${TARGETS[@]}"
+  collect dag
+  say "held-out probes"
+  local work=$RUN/heldout; mkdir -p "$work/models"
+  for c in omnigen2 detector scorer; do ln -sfn "$REPO/sizing/models/sizing/$c" "$work/models/$c"; done
+  python3 bench/sizing_gpu.py --work "$work" --out "$RUN/heldout/records" --size 1024 --references 2 \
+    --omnigen2-precisions bf16 --scorer-precisions --lora-steps bf16:precomputed:256:16 --timeout 300
+  python3 bench/sizing_gpu.py --work "$work" --out "$RUN/heldout/records" --references 2 \
+    --omnigen2-precisions nf4 --scorer-precisions bf16 --lora-steps fp32:precomputed:256:4 --timeout 300
+  collect heldout
+  cap24
+  collect cap24
+  touch "$RUN/done"
+}
+
+cap24() {  # the walls' verdicts on the 24 GiB desk against what runs under a 24 GiB cap (FOURLOOPS_VRAM_CAP_GIB)
+  say "cap 24: jobs the desk walls refuse (the seeds' LoRA setup) run capped on this card"
+  cp -a sizing/results/provenance "$RUN/provenance-uncapped"
+  python3 -m fourloops.cli plan "${PROFILE[@]}" --machine desk --json --configfile profiles/sizing-gpu/run.yaml \
+    profiles/sizing-gpu/seeds-lora.yaml -- results/lora/camera.safetensors \
+    > "$RUN/cap24-refused-plan.json" 2>"$RUN/cap24-refused-plan.err"
+  FOURLOOPS_VRAM_CAP_GIB=24 python3 -m snakemake "${PROFILE[@]}" --configfile profiles/sizing-gpu/run.yaml \
+    profiles/sizing-gpu/seeds-lora.yaml results/lora/camera.safetensors > "$RUN/cap24-refused.log" 2>&1
+  echo "exit $?" >> "$RUN/cap24-refused.log"; tail -5 "$RUN/cap24-refused.log"
+  say "cap 24: every GPU job the desk walls admit, rerun capped"
+  FOURLOOPS_VRAM_CAP_GIB=24 python3 -m snakemake "${PROFILE[@]}" --config model_set=sizing machine=desk \
+    --forcerun generate restyle keypoints keypoints_generated keypoints_restyled lora_embeddings lora_train grades \
+    -- "${TARGETS[@]}" > "$RUN/cap24-admitted.log" 2>&1
+  echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
+}
+
+collect() {  # what comes back: records, logs, benchmarks, tables (no images, no models)
+  local name=$1
+  say "collect $name"
+  tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
+    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d plan-before.json heldout/records provenance-uncapped cap24-* 2>/dev/null) 2>/dev/null
+  ls -la "$RUN"/*.tar.gz
+}
+
+start() {
+  mkdir -p "$RUN"; rm -f "$RUN/done"
+  setsid nohup bash "$0" all > "$RUN/log" 2>&1 < /dev/null &
+  echo "started $!"
+}
+
+wait_run() {  # print the log while it grows, until done or $1 seconds; then copy the records to $OUT
+  local until=$(( $(date +%s) + ${1:-540} )) seen=0
+  while [ ! -f "$RUN/done" ] && [ "$(date +%s)" -lt "$until" ]; do
+    sleep 10
+    local n; n=$(wc -l < "$RUN/log"); [ "$n" -gt "$seen" ] && sed -n "$((seen+1)),${n}p" "$RUN/log" | grep -v "^    \|^$" | cut -c1-300; seen=$n
+  done
+  [ -f "$RUN/done" ] && echo "RUN DONE" || echo "RUN STILL GOING"
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader
+  [ -n "${OUT:-}" ] && cp "$RUN"/*.tar.gz "$RUN/log" "$OUT"/ 2>/dev/null; true
+}
+
+case "${1:-}" in
+  prepare) prepare ;;
+  all) all ;;
+  start) start ;;
+  wait) wait_run "${2:-540}" ;;
+  *) echo "usage: bench/gpu_run.sh prepare | start | wait [seconds] | all" >&2; exit 2 ;;
+esac
