@@ -107,3 +107,46 @@ def test_a_probe_on_the_target_machine_gives_the_forecast_seconds_and_another_ma
     assert on_desk.seconds.value == pytest.approx(60 + 8 * 529)  # the desk's own seed figures (RFD 1163)
     # a reference count the probe did not run keeps the estimate
     assert "estimate" in asks.generator_ask(FACTS, GEN, n_references=2, measured=m, machine="pod").seconds.source
+
+
+# ------------------------------------------- what the driver sees, per kind of process (bench/walls_fit.py)
+@pytest.fixture(scope="module")
+def walls_fit():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("walls_fit", REPO / "bench" / "walls_fit.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_committed_walls_table_regenerates_from_the_committed_records(walls_fit):
+    assert walls_fit.table() == walls_fit.TABLE.read_text()
+
+
+def test_models_yaml_holds_the_overheads_and_per_token_figure_the_records_give(walls_fit):
+    fitted = walls_fit.fitted()
+    inference = fitted["process_overhead"]["inference"]
+    assert (FACTS["allocator_reserve"], FACTS["cuda_context_gib"]) == (
+        inference["allocator_reserve"], inference["cuda_context_gib"])
+    for kind in ("nf4", "training"):
+        want = {k: fitted["process_overhead"][kind][k] for k in ("allocator_reserve", "cuda_context_gib")}
+        assert FACTS["process_overhead"][kind] == want, kind
+    assert FACTS["models"]["qwen3_vl_8b"]["activations_gib_per_prompt_token"] == \
+        fitted["activations_gib_per_prompt_token"]
+
+
+def test_no_wall_ask_is_below_what_the_driver_saw_in_any_committed_gpu_record(walls_fit):
+    rows = walls_fit.rows()
+    assert len(rows) >= 13 and {r["kind"] for r in rows} == {"inference", "nf4", "training"}
+    for row in rows:
+        ask, source = walls_fit.asked_gib(row)
+        assert ask >= row["nvml"], (row["record"], row["key"], ask, row["nvml"], source)
+
+
+def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_fit):
+    table = walls_fit.TABLE.read_text()
+    held = table.split("## Held out\n", 1)[1].split("\n## ", 1)[0]
+    quoted = [line[2:] for line in held.splitlines() if line.startswith("- all held-out") or line.startswith("- every")]
+    readme = (REPO / "README.md").read_text()
+    assert quoted and all(q in readme for q in quoted), quoted

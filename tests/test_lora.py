@@ -241,8 +241,9 @@ def test_census_in_the_provenance_matches_the_saved_file_and_its_contract(smoke_
 
 # --------------------------------------------------------------------------------------- the walls
 def driver_gib(torch_peak: float) -> float:
-    """What the walls compare: the torch peak plus the allocator's reserve and the CUDA context (models.yaml)."""
-    return torch_peak * (1 + float(FACTS.get("allocator_reserve", 0.0))) + float(FACTS["cuda_context_gib"])
+    """What the walls compare: the torch peak plus a training process's allocator reserve and CUDA context (models.yaml)."""
+    over = FACTS["process_overhead"]["training"]
+    return torch_peak * (1 + float(over["allocator_reserve"])) + float(over["cuda_context_gib"])
 
 
 def lora_job(frozen: str, encoder: str, resolution: int = 512) -> walls.PendingJob:

@@ -231,14 +231,28 @@ def _cuda(device: str) -> bool:
     return str(device).startswith("cuda")
 
 
-def _with_context(facts: dict, fig: Figure) -> Figure:
-    """What the driver sees of a process whose torch peak is `fig`: the allocator's slack and the CUDA context."""
-    ctx = float(facts.get("cuda_context_gib", 0.0))
-    reserve = float(facts.get("allocator_reserve", 0.0))
-    if not reserve:
-        return Figure(fig.value + ctx, f"{fig.source} + CUDA context {ctx:g} GiB")
+def process_kind(component: str, precision: str) -> str:
+    """The kind of GPU process a job is, for what the driver sees of it over torch's allocated peak
+    (models.yaml `process_overhead`): training (a LoRA step: autograd and the 8-bit optimizer's kernels), nf4
+    (bitsandbytes 4-bit weights), inference (anything else)."""
+    if component in ("lora_step", "lora_train"):
+        return "training"
+    return "nf4" if precision == "nf4" else "inference"
+
+
+def overhead(facts: dict, kind: str) -> tuple[float, float]:
+    """(allocator reserve, CUDA context GiB) of a kind of process; the top-level figures for a kind not listed."""
+    over = (facts.get("process_overhead") or {}).get(kind) or {}
+    return (float(over.get("allocator_reserve", facts.get("allocator_reserve", 0.0))),
+            float(over.get("cuda_context_gib", facts.get("cuda_context_gib", 0.0))))
+
+
+def _with_context(facts: dict, fig: Figure, kind: str = "inference") -> Figure:
+    """What the driver sees of a process of `kind` whose torch peak is `fig`: the allocator's slack and the CUDA
+    context, as models.yaml's records show them for that kind (bench/walls_fit.py)."""
+    reserve, ctx = overhead(facts, kind)
     return Figure(fig.value * (1 + reserve) + ctx,
-                  f"{fig.source} + allocator reserve {reserve:.0%} + CUDA context {ctx:g} GiB")
+                  f"{fig.source} + {kind} process: allocator reserve {reserve:.1%} + CUDA context {ctx:g} GiB")
 
 
 def _peak(facts: dict, measured: Measurements | None, machine: str, key: str, model_name: str, estimate) -> Figure:
@@ -249,10 +263,11 @@ def _peak(facts: dict, measured: Measurements | None, machine: str, key: str, mo
     return estimate()
 
 
-def _card(facts: dict, measured, machine: str, device: str, key: str, name: str, estimate) -> tuple[Figure, tuple]:
-    """VRAM and devices of a model on `device`: measured beats estimated, plus the CUDA context; none on the CPU."""
+def _card(facts: dict, measured, machine: str, device: str, key: str, name: str, estimate,
+          kind: str = "inference") -> tuple[Figure, tuple]:
+    """VRAM and devices of a model on `device`: measured beats estimated, plus the process's overhead; none on the CPU."""
     if _cuda(device):
-        return _with_context(facts, _peak(facts, measured, machine, key, name, estimate)), ("cuda",)
+        return _with_context(facts, _peak(facts, measured, machine, key, name, estimate), kind), ("cuda",)
     return Figure(0.0, "cpu device: no VRAM"), ()
 
 
@@ -279,7 +294,8 @@ def generator_ask(
         gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=size)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
-    vram, devices = _card(facts, measured, machine, gen["device"], generator_key(gen), name, estimate)
+    vram, devices = _card(facts, measured, machine, gen["device"], generator_key(gen), name, estimate,
+                          process_kind("generator", precision))
     ram = _streamed_weights_ram(facts, model)
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}
@@ -327,13 +343,26 @@ def scorer_ask(
     precision = scorer["precision"]
 
     def estimate() -> Figure:
+        tokens, per_token = model.get("prompt_tokens"), model.get("activations_gib_per_prompt_token")
+        if tokens and per_token is not None:  # the pass at the grading prompt's length, over the loaded weights
+            rows = [r for r in model.get("measured") or [] if r.get("mode") == "weights"
+                    and r.get("precision") == precision and not r.get("resident")]
+            if rows:
+                row = max(rows, key=lambda r: float(r["gib"]))
+                weights = Figure(float(row["gib"]), f"measured weights: {row['source']}")
+            else:
+                gib = estimate_vram_gib(facts, name, mode="weights", precision=precision)[0]
+                weights = Figure(gib, f"estimate: weights ({precision}) {gib:.2f}")
+            return Figure(weights.value + tokens * per_token,
+                          f"{weights.source} + {tokens} prompt tokens x {per_token:g} GiB (models.yaml)")
         row = seed_row(facts, name, precision=precision, resolution=512)
         if row is not None:
             return row
         gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=512)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
-    vram, devices = _card(facts, measured, machine, scorer["device"], scorer_key(scorer), name, estimate)
+    vram, devices = _card(facts, measured, machine, scorer["device"], scorer_key(scorer), name, estimate,
+                          process_kind("scorer", precision))
     ram = _streamed_weights_ram(facts, model)
     secs = model.get("seconds") or {}
     per = float(secs.get("per_image", 36))
@@ -385,7 +414,7 @@ def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, ma
                                        resolution=res)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
-    vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), name, estimate)
+    vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), name, estimate, "training")
     ram = _streamed_weights_ram(facts, model)
     secs = model.get("seconds") or {}
     table = {int(k): float(v) for k, v in (secs.get("per_lora_step_by_resolution") or {}).items()}
@@ -417,7 +446,7 @@ def text_encoder_ask(facts: dict, job: dict, *, n_prompts: int = 1) -> Ask:
         gib = component_gib(facts, model, "text_encoder", dtype)
         fig = Figure(gib, f"estimate: text_encoder ({dtype}) {gib:.2f}")
     if _cuda(job["device"]):
-        vram, devices = _with_context(facts, fig), ("cuda",)
+        vram, devices = _with_context(facts, fig, process_kind("text_encoder", dtype)), ("cuda",)
     else:
         vram, devices = Figure(0.0, "cpu device: no VRAM"), ()
     te = component_gib(facts, model, "text_encoder", "bf16")
@@ -470,7 +499,8 @@ def offload_ask(facts: dict, gen: dict, ask: Ask) -> Ask | None:
     gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resident=[largest],
                                    resolution=size)
     vram = _with_context(facts, Figure(gib, "estimate, offload (models.yaml offload): "
-                                       + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())))
+                                       + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())),
+                         process_kind("generator", precision))
     host = float(facts["stages"]["generate_host_gib"])
     held = sum(component_gib(facts, model, c, precision) for c in comps) + host
     ram = ask.ram if ask.ram.value >= held else Figure(
