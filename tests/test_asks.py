@@ -80,6 +80,19 @@ def test_a_probe_beats_provenance_beats_the_estimate(tmp_path):
     assert ask.vram.value == pytest.approx(driver_sees(14.2)) and "probe on desk" in ask.vram.source
 
 
+def test_a_job_whose_driver_saw_more_than_the_model_asks_what_the_driver_saw(tmp_path):
+    prov = tmp_path / "results" / "provenance" / "generate" / "A.json"
+    prov.parent.mkdir(parents=True)
+    model_ask = driver_sees(15.1)
+    record = {"rule": "generate", "params": {"job": {"generator": GEN}}, "peak_vram_gib": 15.1}
+    prov.write_text(json.dumps({**record, "nvml_peak_gib": model_ask + 1.5}))
+    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path))
+    assert ask.vram.value == pytest.approx(model_ask + 1.5) and "NVML peak of the job" in ask.vram.source
+    prov.write_text(json.dumps({**record, "nvml_peak_gib": model_ask - 1.0}))  # below the model: the model stands
+    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path))
+    assert ask.vram.value == pytest.approx(model_ask) and "provenance" in ask.vram.source
+
+
 def test_cpu_jobs_ask_no_vram_and_no_device():
     ask = asks.generator_ask(FACTS, {**GEN, "device": "cpu"})
     assert ask.vram_mb == 0 and ask.devices == ()
@@ -150,3 +163,29 @@ def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_f
     quoted = [line[2:] for line in held.splitlines() if line.startswith("- all held-out") or line.startswith("- every")]
     readme = (REPO / "README.md").read_text()
     assert quoted and all(q in readme for q in quoted), quoted
+
+
+def test_the_gpu_run_table_puts_each_jobs_ask_beside_what_the_driver_saw_and_flags_any_below(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_table", REPO / "bench" / "gpu_table.py")
+    gpu_table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_table)
+    prov = tmp_path / "run" / "sizing" / "results" / "provenance"
+    (prov / "generate").mkdir(parents=True)
+    (prov / "fit").mkdir()
+    gpu = {"driver": "580.159.04", "gpus": [{"name": "NVIDIA H200"}]}
+    (prov / "generate" / "A.json").write_text(json.dumps({
+        "rule": "generate", "wildcards": {"condition": "A"}, "resources": {"vram_mb": 10240, "profile": "pod"},
+        "peak_vram_gib": 9.0, "peak_reserved_gib": 9.5, "nvml_peak_gib": 10.24, "wall_seconds": 40.0, "gpu": gpu,
+        "packages": {"torch": "2.11.0"}, "code": {"commit": "0123456789", "dirty": False}}))
+    (prov / "fit" / "A.json").write_text(json.dumps({"rule": "fit", "wildcards": {"source": "A"},
+                                                     "resources": {"vram_mb": 0}, "wall_seconds": 1.0}))
+    (tmp_path / "run" / "plan-before.json").write_text(json.dumps(
+        {"jobs": [{"rule": "generate", "wildcards": {"condition": "A"}, "seconds": 50.0}]}))
+    text = gpu_table.table(tmp_path / "run")
+    row = next(line for line in text.splitlines() if line.startswith("| generate"))
+    assert row == ("| generate | condition=A | 10.000 | 9.000 | 9.500 | 10.240 | 0.977 | 50.000 | 40.000 | 1.250 | "
+                   "NVIDIA H200 | 580.159.04 | 2.11.0 | 0123456 |")
+    assert "| fit " not in text  # a CPU job has no wall on a card
+    assert "GPU jobs: 1; asked below what the driver saw: 1 (generate condition=A)" in text

@@ -98,10 +98,13 @@ def test_every_job_leaves_provenance_without_secrets(smoke_run):
     assert len(records) == 22
     gen = json.loads((workdir / "results" / "provenance" / "generate" / "A.json").read_text())
     for key in ("rule", "wildcards", "params", "inputs", "outputs", "code", "python", "packages", "machine",
-                "wall_seconds", "peak_rss_mib", "peak_vram_gib", "invocation", "models", "seed",
-                "precision", "model_set"):
+                "wall_seconds", "peak_rss_mib", "peak_vram_gib", "peak_reserved_gib", "nvml_peak_gib", "resources",
+                "invocation", "models", "seed", "precision", "model_set"):
         assert key in gen, key
     assert gen["model_set"] == "smoke"
+    # what the walls asked beside what the process held (a CPU job: no figure is invented)
+    assert gen["resources"]["profile"] == "pod" and gen["resources"]["vram_mb"] == 0
+    assert gen["peak_reserved_gib"] is None and gen["nvml_peak_gib"] is None
     assert all(len(i["sha256"]) == 64 for i in gen["inputs"])
     assert {"commit", "dirty"} <= set(gen["code"])
     assert gen["models"][0]["revision"]

@@ -152,6 +152,7 @@ class Measurements:
 
     probes: dict[str, list[dict]] = field(default_factory=dict)
     history: dict[str, Figure] = field(default_factory=dict)
+    driver: dict[str, Figure] = field(default_factory=dict)  # the largest NVML peak of a process, by model key
 
     @classmethod
     def load(cls, workdir: str | Path, index=None) -> "Measurements":
@@ -170,6 +171,7 @@ class Measurements:
                 continue
             # a probe without a peak (a CPU run, a configuration that failed) still times its machine
             out.probes.setdefault(key, []).append({**rec, "path": str(path)})
+            out._saw(key, rec.get("peak_nvml_process_gib"), f"NVML peak of the probe on {rec.get('machine_name', '?')}, {path}")
         for record in (index if index is not None else records.index(root)).records:
             peak = record.data.get("peak_vram_gib")
             try:
@@ -180,7 +182,21 @@ class Measurements:
             if peak is not None and key:
                 where = root / record.path
                 out.history[key] = Figure(float(peak), f"measured: provenance {where} ({record.data.get('started', '?')})")
+            if key:
+                out._saw(key, record.data.get("nvml_peak_gib"), f"NVML peak of the job, provenance {root / record.path}")
         return out
+
+    def _saw(self, key: str, gib, source: str) -> None:
+        if gib is not None and (key not in self.driver or float(gib) > self.driver[key].value):
+            self.driver[key] = Figure(float(gib), f"measured: {source}")
+
+    def at_least_seen(self, key: str, fig: Figure) -> Figure:
+        """`fig`, or what the driver saw of a process of this configuration where that was more: a wall is
+        never below the driver."""
+        seen = self.driver.get(key)
+        if seen is None or seen.value <= fig.value:
+            return fig
+        return Figure(seen.value, f"{seen.source} (over the model's {fig.value:.2f} GiB)")
 
     def peak(self, key: str, machine: str) -> Figure | None:
         probes = [r for r in self.probes.get(key) or [] if r.get("peak_vram_gib") is not None]
@@ -267,7 +283,8 @@ def _card(facts: dict, measured, machine: str, device: str, key: str, name: str,
           kind: str = "inference") -> tuple[Figure, tuple]:
     """VRAM and devices of a model on `device`: measured beats estimated, plus the process's overhead; none on the CPU."""
     if _cuda(device):
-        return _with_context(facts, _peak(facts, measured, machine, key, name, estimate), kind), ("cuda",)
+        fig = _with_context(facts, _peak(facts, measured, machine, key, name, estimate), kind)
+        return (measured.at_least_seen(key, fig) if measured is not None else fig), ("cuda",)
     return Figure(0.0, "cpu device: no VRAM"), ()
 
 
@@ -329,6 +346,7 @@ def detector_ask(
         float(secs.get("load", 10)) + n_images * float(secs.get("per_image", 1.0)), "estimate: models.yaml seconds")
     if _cuda(det["device"]):
         vram = _with_context(facts, _peak(facts, measured, machine, detector_key(det), name, estimate))
+        vram = measured.at_least_seen(detector_key(det), vram) if measured is not None else vram
         return Ask(vram=vram, ram=ram, seconds=seconds, devices=("cuda",), model=name)
     return Ask(vram=Figure(0.0, "cpu device: no VRAM"), ram=ram, seconds=seconds, model=name)
 

@@ -225,7 +225,7 @@ def places(job: walls.PendingJob, table: dict, target: str, placement: dict | No
     here = _here_names(table, target, job, placement)
     runpod_tags = sorted(machines_mod.placement("runpod", table))
     out: list[Place] = []
-    for name in machines_mod.names(table):
+    for name in machines_mod.placeable(table):
         m = walls.target_for(job, table, name)
         note = ""
         if name == "pod" and m.name not in here and job.profile not in runpod_tags:

@@ -70,6 +70,11 @@ def names(machines: dict) -> list[str]:
     return [n for n, raw in machines.items() if isinstance(raw, dict) and "host" not in raw and "slurm" not in raw]
 
 
+def placeable(machines: dict) -> list[str]:
+    """The single machines a refused job may be sent to: every host but the lent measurement machines."""
+    return [n for n in names(machines) if not machines[n].get("measurement_only")]
+
+
 def clusters(machines: dict) -> list[str]:
     """The SLURM clusters of the file (their partitions are read by fourloops.slurm)."""
     return [n for n, raw in machines.items() if isinstance(raw, dict) and "slurm" in raw]

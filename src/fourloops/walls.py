@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from fourloops.asks import Ask
 from fourloops.stage import AskContext
-from fourloops.machines import Machine, clusters, machine, names
+from fourloops.machines import Machine, clusters, machine, names, placeable
 from fourloops.tables import format_table as _table
 
 WALL_NAMES = {
@@ -111,7 +111,7 @@ def where_fits(job: PendingJob, machines: dict, exclude: str) -> list[str]:
         return f"{m.gpu_name} {m.vram_gib:g} GiB" if m.gpu_name else "no GPU"
 
     out = []
-    for name in names(machines):
+    for name in placeable(machines):
         if name == exclude:
             continue
         m = target_for(job, machines, name)

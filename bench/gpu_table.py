@@ -1,0 +1,94 @@
+"""One row per job of a GPU run, from its provenance records and the plan made before it: what the wall asked,
+what torch and the driver then saw, and the forecast seconds against the actual.
+
+    .venv/bin/python bench/gpu_table.py RUN_DIR [--write]
+
+RUN_DIR holds what bench/gpu_run.sh brought back, unpacked: sizing/results/provenance/**.json and plan-before.json.
+--write puts the table beside them as table.md (a test regenerates a committed table from its committed records).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+COLUMNS = ("rule", "job", "asked GiB", "torch peak GiB", "reserved GiB", "NVML peak GiB", "asked/NVML",
+           "forecast s", "actual s", "forecast/actual", "GPU", "driver", "torch", "commit")
+MIB = 2**20
+GIB = 2**30
+
+
+def _job(record: dict) -> str:
+    wc = record.get("wildcards") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(wc.items())) or "-"
+
+
+def forecasts(plan: dict | None) -> dict:
+    """(rule, wildcards) -> the plan's forecast seconds."""
+    out = {}
+    for job in (plan or {}).get("jobs") or []:
+        out[(job["rule"], json.dumps(job.get("wildcards") or {}, sort_keys=True))] = float(job["seconds"])
+    return out
+
+
+def rows(records: list[dict], plan: dict | None) -> list[dict]:
+    fc = forecasts(plan)
+    out = []
+    for rec in records:
+        asked_mb = float((rec.get("resources") or {}).get("vram_mb") or 0)
+        if not asked_mb and rec.get("nvml_peak_gib") is None:
+            continue  # a CPU job: no wall on a card
+        asked = asked_mb * MIB / GIB
+        nvml = rec.get("nvml_peak_gib")
+        forecast = fc.get((rec["rule"], json.dumps(rec.get("wildcards") or {}, sort_keys=True)))
+        gpu = (rec.get("gpu") or {}).get("gpus") or [{}]
+        out.append({
+            "rule": rec["rule"], "job": _job(rec), "asked GiB": asked, "torch peak GiB": rec.get("peak_vram_gib"),
+            "reserved GiB": rec.get("peak_reserved_gib"), "NVML peak GiB": nvml,
+            "asked/NVML": asked / nvml if nvml else None, "forecast s": forecast, "actual s": rec.get("wall_seconds"),
+            "forecast/actual": forecast / rec["wall_seconds"] if forecast and rec.get("wall_seconds") else None,
+            "GPU": gpu[0].get("name"), "driver": (rec.get("gpu") or {}).get("driver"),
+            "torch": (rec.get("packages") or {}).get("torch"),
+            "commit": ((rec.get("code") or {}).get("commit") or "")[:7] + ("-dirty" if (rec.get("code") or {}).get("dirty") else ""),
+        })
+    return sorted(out, key=lambda r: (r["rule"], r["job"]))
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def table(run_dir: Path) -> str:
+    records = [json.loads(p.read_text()) for p in sorted(run_dir.rglob("provenance/**/*.json"))]
+    plan_path = run_dir / "plan-before.json"
+    plan = json.loads(plan_path.read_text()) if plan_path.exists() else None
+    body = rows(records, plan)
+    lines = [f"# Every GPU job of the run in {run_dir.name}", "",
+             f"Made by `.venv/bin/python bench/gpu_table.py {run_dir.as_posix()} --write` from its provenance records"
+             " and the plan made before the run.", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_cell(r[c]) for c in COLUMNS) + " |" for r in body]
+    below = [r for r in body if r["asked/NVML"] is not None and r["asked/NVML"] < 1]
+    lines += ["", f"GPU jobs: {len(body)}; asked below what the driver saw: {len(below)}"
+              + ("" if not below else " (" + ", ".join(f"{r['rule']} {r['job']}" for r in below) + ")")]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args(argv)
+    text = table(args.run_dir)
+    if args.write:
+        (args.run_dir / "table.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
