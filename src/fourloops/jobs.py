@@ -70,7 +70,8 @@ def job(smk) -> Iterator[JobContext]:
     # What the driver sees of this process (the wall's measure), and a smaller card emulated where asked.
     nvml = gpumem.NvmlPeak().start()
     # what the walls asked for this job (its rule's resources), beside what it then held
-    ctx.record(resources={k: smk.resources[k] for k in ("vram_mb", "mem_mb", "profile") if k in smk.resources.keys()})
+    ctx.record(resources={k: getattr(smk.resources, k) for k in ("vram_mb", "mem_mb", "profile")
+                          if k in smk.resources.keys()})
     if float(getattr(smk.resources, "vram_mb", 0) or 0) > 0:
         cap = gpumem.apply_cap()
         if cap:
