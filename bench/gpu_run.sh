@@ -53,6 +53,8 @@ all() {
   python3 -m fourloops.cli plan "${PROFILE[@]}" --json "${TARGETS[@]}" > "$RUN/plan-before.json"
   say "the DAG"
   python3 -m snakemake "${PROFILE[@]}" "${TARGETS[@]}"
+  cp "$RUN/plan-before.json" sizing/ 2>/dev/null
+  python3 bench/gpu_table.py sizing | tail -25   # in the log too, should the transfer fail
   collect dag
   say "held-out probes"
   local work=$RUN/heldout; mkdir -p "$work/models"
