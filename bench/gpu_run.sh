@@ -76,7 +76,7 @@ cap24() {  # the walls' verdicts on the 24 GiB desk against what runs under a 24
     profiles/sizing-gpu/seeds-lora.yaml -- results/lora/camera.safetensors \
     > "$RUN/cap24-refused-plan.json" 2>"$RUN/cap24-refused-plan.err"
   FOURLOOPS_VRAM_CAP_GIB=24 python3 -m snakemake "${PROFILE[@]}" --configfile profiles/sizing-gpu/run.yaml \
-    profiles/sizing-gpu/seeds-lora.yaml results/lora/camera.safetensors > "$RUN/cap24-refused.log" 2>&1
+    profiles/sizing-gpu/seeds-lora.yaml -- results/lora/camera.safetensors > "$RUN/cap24-refused.log" 2>&1
   echo "exit $?" >> "$RUN/cap24-refused.log"; tail -5 "$RUN/cap24-refused.log"
   say "cap 24: every GPU job the desk walls admit, rerun capped"
   FOURLOOPS_VRAM_CAP_GIB=24 python3 -m snakemake "${PROFILE[@]}" --config model_set=sizing machine=desk \
