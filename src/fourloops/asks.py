@@ -344,11 +344,8 @@ def detector_ask(
     secs = model.get("seconds") or {}
     seconds = _measured_seconds(measured, detector_key(det), machine, n_images, "images") or Figure(
         float(secs.get("load", 10)) + n_images * float(secs.get("per_image", 1.0)), "estimate: models.yaml seconds")
-    if _cuda(det["device"]):
-        vram = _with_context(facts, _peak(facts, measured, machine, detector_key(det), name, estimate))
-        vram = measured.at_least_seen(detector_key(det), vram) if measured is not None else vram
-        return Ask(vram=vram, ram=ram, seconds=seconds, devices=("cuda",), model=name)
-    return Ask(vram=Figure(0.0, "cpu device: no VRAM"), ram=ram, seconds=seconds, model=name)
+    vram, devices = _card(facts, measured, machine, det["device"], detector_key(det), name, estimate)
+    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
 
 
 def scorer_ask(
