@@ -273,7 +273,7 @@ class Executor(RemoteExecutor):
 
     def _start_fetch(self, pod: Pod) -> None:
         """The weights download, beside the setup (a job that needs them waits for them on the pod)."""
-        if not self.settings.fetch_command.strip() or not self.fetch_models:
+        if not self.settings.fetch_command.strip() or ("{models}" in self.settings.fetch_command and not self.fetch_models):
             return
         fetch = self.settings.fetch_command.format(workspace=pod.workspace, root=pod.root, repo=pod.repo,
                                                    models=" ".join(shlex.quote(m) for m in self.fetch_models))
@@ -288,7 +288,8 @@ class Executor(RemoteExecutor):
                          "each job downloads what it still lacks", warning=True)
 
         threading.Thread(target=run, daemon=True).start()
-        self.log(f"runpod: downloading {', '.join(self.fetch_models)} on {pod.id} beside the setup")
+        self.log(f"runpod: downloading the weights ({', '.join(self.fetch_models) or 'as the fetch command says'}) on "
+                 f"{pod.id} beside the setup")
 
     def teardown(self, pod: Pod) -> None:
         if pod.t_end is None:
