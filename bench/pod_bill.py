@@ -1,7 +1,7 @@
 """What the full real ladder costs on a pod, simulated before one is rented: billed pod-seconds against
 GPU-busy seconds, the floor, and `fourloops plan --machine pod`'s forecast against the simulated bill.
 
-    .venv/bin/python bench/pod_bill.py [--json OUT]
+    .venv/bin/python bench/pod_bill.py [--probes bench/results/sizing-h200-2026-12-01] [--json OUT]
 
 The run: the real model set, the four conditions x 8 views, the LoRA with `lora.profile: pod`, restyle and
 grades (targets results/ladder.csv and results/grades/<style>.csv), planned by `fourloops plan --machine pod`
@@ -17,6 +17,7 @@ switched on alone, the shipped executor (what it does), and each lever switched 
   prefetch  the next job's inputs move while the current job runs
   asap      the pod goes as soon as no pod job remains, not after idle_teardown_s (300 s) or the run's end
   load1     each model loaded once per job, not once per view
+  early     (not in the executor) the download starts with the container (a start command), before ssh answers
 Floor = image pull + max(setup, first model's download) + GPU-busy + teardown.
 """
 
@@ -38,23 +39,35 @@ from fourloops import plan as planmod, podbill  # noqa: E402
 from fourloops.asks import load_facts  # noqa: E402
 from fourloops.tables import format_table  # noqa: E402
 
-LEVERS = ("overlap", "reuse", "prefetch", "asap", "load1")
-SHIPPED = {"overlap": True, "reuse": True, "prefetch": False, "asap": True, "load1": True}  # what the executor does
+LEVERS = ("overlap", "reuse", "prefetch", "asap", "load1", "early")
+SHIPPED = {"overlap": True, "reuse": True, "prefetch": False, "asap": True, "load1": True, "early": False}  # the executor
 IDLE_TEARDOWN_S = 300.0  # machines.yaml pod.runpod.idle_teardown_s
 LOCAL_CORES = 2  # profiles/pod local-cores
 
 
-def planned(style: str = "watercolor") -> dict:
+def planned(probes: Path | None = None, style: str = "watercolor") -> dict:
+    """The plan on the pod; with `probes`, that directory's probe records time the jobs, as if the pod were the
+    machine they ran on (their machine_name becomes pod: the plan times a job only by the target's own probe)."""
     with tempfile.TemporaryDirectory() as work:
+        if probes is not None:
+            dest = Path(work) / "results" / "probe" / "pod"
+            dest.mkdir(parents=True)
+            for f in sorted(Path(probes).glob("*.json")):
+                rec = json.loads(f.read_text())
+                if isinstance(rec, dict) and "key" in rec:
+                    (dest / f.name).write_text(json.dumps({**rec, "machine_name": "pod"}))
         cfg = Path(work) / "lora_pod.yaml"
         cfg.write_text("lora:\n  profile: pod\n")
         cwd = os.getcwd()
         os.chdir(work)
         try:
-            return planmod.run(["-s", str(REPO / "Snakefile"), "--configfile", str(cfg), "--",
-                                "results/ladder.csv", f"results/grades/{style}.csv"], "pod")
+            p = planmod.run(["-s", str(REPO / "Snakefile"), "--configfile", str(cfg), "--",
+                             "results/ladder.csv", f"results/grades/{style}.csv"], "pod")
         finally:
             os.chdir(cwd)
+        for j in p["jobs"]:  # the scratch directory is gone once we return
+            j["seconds_source"] = j["seconds_source"].replace(str(Path(work).resolve()) + "/", "").replace(work + "/", "")
+        return p
 
 
 @dataclass
@@ -94,7 +107,7 @@ def simulate(jobs: list[dict], life: podbill.PodLife, weights: dict, facts: dict
         p.timeline.append(("setup", t_setup, t_setup + life.setup_s))
         p.free_at = t_setup + life.setup_s
         if levers["overlap"]:  # every model of the run, one after another, from the setup's start
-            acc = t_setup
+            acc = pulled + life.runtime_null_s if levers["early"] else t_setup
             for m in dict.fromkeys(j["model"] for j in jobs if j["profile"] == "pod" and j["model"] in weights):
                 d = life.download_s(weights[m])
                 p.timeline.append(("download", acc, acc + d))
@@ -195,8 +208,10 @@ def variants() -> list[tuple[str, dict]]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the figures here too")
+    ap.add_argument("--probes", type=Path, help="probe records (e.g. bench/results/sizing-h200-2026-12-01) that time "
+                                                "the pod's jobs; default: the plan's forecasts (models.yaml)")
     args = ap.parse_args(argv)
-    p = planned()
+    p = planned(args.probes)
     if not p["ok"] or not p.get("pod_bill"):
         print("the plan refused a job or has no pod jobs:", p.get("refusals"), file=sys.stderr)
         return 2
@@ -209,6 +224,9 @@ def main(argv=None) -> int:
     jobs.sort(key=lambda j: (j["profile"] != "pod", order.get(j["output"], 0)))
     pod_jobs = [j for j in jobs if j["profile"] == "pod"]
     first_gb = weights.get(next((j["model"] for j in pod_jobs if j["model"] in weights), ""), 0.0)
+    print(f"job seconds: {'probe records in ' + str(args.probes) if args.probes else 'the plan forecasts (models.yaml)'}")
+    for j in pod_jobs:
+        print(f"  {j['rule']:12s} {j['output']:42s} {j['seconds']:8.1f} s  {j['seconds_source'][:110]}")
     print(f"plan: {len(pod_jobs)} pod jobs ({', '.join(sorted({j['rule'] for j in pod_jobs}))}), "
           f"{len(jobs) - len(pod_jobs)} desk jobs; pod GPU seconds {forecast['gpu_s']:.0f} (plan's job forecasts); "
           f"weights " + ", ".join(f"{m} {gb:.2f} GB" for m, gb in weights.items()) + f"; repo {forecast['repo_mb']:.1f} MB")
