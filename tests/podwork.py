@@ -5,6 +5,7 @@ time scale, and records every piece of work as an event the stand-in reads back.
     podwork.py setup                 the environment install (pod_life setup_s)
     podwork.py fetch ID [ID ...]     the weights of these hub ids (models.yaml sizes at pod_life hf_mb_s)
     podwork.py job -- CMD ...        a job: waits for any download in flight (its weights), runs CMD
+    podwork.py rsync ARGS ...        the pod's rsync: the real one, then the bytes it moved at pod_life rsync_mb_s
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,7 +63,17 @@ def main(argv: list[str]) -> int:
         rc = subprocess.call(cmd)
         record("job", t0, time.time(), rc=rc)
         return rc
-    print(f"podwork: unknown work {what!r}; allowed: setup, fetch, job", file=sys.stderr)
+    if what == "rsync":  # stdin/stdout are rsync's protocol: nothing else may be written there
+        t0 = time.time()
+        with tempfile.NamedTemporaryFile("r", suffix=".rsync.log") as log:
+            rc = subprocess.call(["/usr/bin/rsync", f"--log-file={log.name}", "--log-file-format=%l", *argv[1:]])
+            # a file's line is "<date> <time> [pid] <length>"; the summary lines carry words
+            moved = sum(int(m) for line in log.read().splitlines() for m in [line.rsplit("] ", 1)[-1]] if m.isdigit())
+        # the bandwidth's time, of which the loopback rsync already took its own
+        time.sleep(max(0.0, life.transfer_s(moved / 1e6) * SCALE - (time.time() - t0)))
+        record("transfer", t0, time.time(), bytes=moved, rc=rc)
+        return rc
+    print(f"podwork: unknown work {what!r}; allowed: setup, fetch, job, rsync", file=sys.stderr)
     return 2
 
 

@@ -14,8 +14,9 @@ A pod's life can follow config/pod_life.yaml (`life=`, a fourloops.podbill.PodLi
 `time_scale` (0.01: a simulated minute lasts 0.6 s): PROVISIONING for the image pull, RUNNING with a null
 runtime, then a stale ssh port, all billed from creation. The stand-in's clock (`sim_s`) and bill
 (`billed_s`, `cost`) are in simulated seconds. On the pod, tests/podwork.py plays the setup, the weights
-download and a job's GPU time at the same scale and records each as an event (`events`), so a test reads
-where every billed second went from the stand-in, never from wall time.
+download, a job's time and rsync at pod_life's bandwidth (the pod's `rsync` is its shim) at the same scale and
+records each as an event (`events`), so a test reads where every billed second went from the stand-in, never
+from wall time.
 
 "The pod" is a real loopback sshd on 127.0.0.1 (start_sshd): the pod's PUBLIC_KEY goes into the sshd's
 authorized_keys with environment="FOURLOOPS_WORKSPACE=<pod root>" plus the pod's env (HF_TOKEN), so each
@@ -33,6 +34,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -318,7 +320,19 @@ class StandIn:
                         env["HOME"] = str(p["workspace"].parent / "home")
                         env["FOURLOOPS_STANDIN_SCALE"] = repr(self.time_scale)  # tests/podwork.py's clock
                         env["FOURLOOPS_STANDIN_EVENTS"] = str(p["workspace"].parent / "events.jsonl")
+                        if self.life is not None:  # the pod's rsync moves at pod_life's rsync_mb_s, scaled
+                            env["PATH"] = f"{self._rsync_shim(p)}:/usr/local/bin:/usr/bin:/bin"
                         self.sshd.allow(p["id"], p["env"]["PUBLIC_KEY"], env)
+
+    def _rsync_shim(self, p: dict) -> Path:
+        """A directory whose `rsync` is tests/podwork.py's: the real rsync, then the pod's bandwidth."""
+        bin_dir = p["workspace"].parent / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        shim = bin_dir / "rsync"
+        podwork = Path(__file__).resolve().with_name("podwork.py")
+        shim.write_text(f'#!/bin/sh\nexec {sys.executable} {podwork} rsync "$@"\n')
+        shim.chmod(0o755)
+        return bin_dir
 
     def _container_gone(self, p: dict) -> None:
         if self.sshd:
