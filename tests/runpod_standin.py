@@ -10,6 +10,14 @@ document), and pods behave the way the seeds saw real ones behave:
 - terminate: the pod leaves the list after `terminate_delay_s`, its billing stops accruing
   `billing_lag_s` after that, and its processes die (the container is gone).
 
+A pod's life can follow config/pod_life.yaml (`life=`, a fourloops.podbill.PodLife) scaled in time by
+`time_scale` (0.01: a simulated minute lasts 0.6 s): PROVISIONING for the image pull, RUNNING with a null
+runtime, then a stale ssh port, all billed from creation. The stand-in's clock (`sim_s`) and bill
+(`billed_s`, `cost`) are in simulated seconds. On the pod, tests/podwork.py plays the setup, the weights
+download, a job's time and rsync at pod_life's bandwidth (the pod's `rsync` is its shim) at the same scale and
+records each as an event (`events`), so a test reads where every billed second went from the stand-in, never
+from wall time.
+
 "The pod" is a real loopback sshd on 127.0.0.1 (start_sshd): the pod's PUBLIC_KEY goes into the sshd's
 authorized_keys with environment="FOURLOOPS_WORKSPACE=<pod root>" plus the pod's env (HF_TOKEN), so each
 pod's jobs run in their own tree (/tmp/.../<pod id>/workspace) with this machine's Python.
@@ -26,6 +34,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -238,7 +247,8 @@ class StandIn:
 
     def __init__(self, sshd: Sshd | None, pods_root: Path, api_key: str, *, available=None,
                  runtime_null_s: float = 2.0, ssh_delay_s: float = 1.0, provisioning_s: float = 0.5,
-                 terminate_delay_s: float = 0.5, billing_lag_s: float = 1.0, price_scale: float = 1.0):
+                 terminate_delay_s: float = 0.5, billing_lag_s: float = 1.0, price_scale: float = 1.0,
+                 life=None, time_scale: float = 1.0):
         self.sshd = sshd
         self.pods_root = Path(pods_root)
         self.api_key = api_key
@@ -249,6 +259,13 @@ class StandIn:
         self.terminate_delay_s = terminate_delay_s
         self.billing_lag_s = billing_lag_s
         self.price_scale = price_scale
+        self.time_scale = time_scale
+        self.life = life
+        if life is not None:  # the pod's life from config/pod_life.yaml, in scaled time
+            self.provisioning_s = life.pull_s * time_scale
+            self.runtime_null_s = life.runtime_null_s * time_scale
+            self.ssh_delay_s = life.ssh_stale_s * time_scale
+            self.billing_lag_s = 0.0
         self.spec = Spec()
         self.pods: dict[str, dict] = {}
         self.requests: list[tuple[str, str, dict | None]] = []
@@ -301,7 +318,21 @@ class StandIn:
                         # the pod's own home: this machine's ~/.bashrc (pyenv init, which takes a lock
                         # that a killed session leaves behind) is not the pod's
                         env["HOME"] = str(p["workspace"].parent / "home")
+                        env["FOURLOOPS_STANDIN_SCALE"] = repr(self.time_scale)  # tests/podwork.py's clock
+                        env["FOURLOOPS_STANDIN_EVENTS"] = str(p["workspace"].parent / "events.jsonl")
+                        if self.life is not None:  # the pod's rsync moves at pod_life's rsync_mb_s, scaled
+                            env["PATH"] = f"{self._rsync_shim(p)}:/usr/local/bin:/usr/bin:/bin"
                         self.sshd.allow(p["id"], p["env"]["PUBLIC_KEY"], env)
+
+    def _rsync_shim(self, p: dict) -> Path:
+        """A directory whose `rsync` is tests/podwork.py's: the real rsync, then the pod's bandwidth."""
+        bin_dir = p["workspace"].parent / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        shim = bin_dir / "rsync"
+        podwork = Path(__file__).resolve().with_name("podwork.py")
+        shim.write_text(f'#!/bin/sh\nexec {sys.executable} {podwork} rsync "$@"\n')
+        shim.chmod(0o755)
+        return bin_dir
 
     def _container_gone(self, p: dict) -> None:
         if self.sshd:
@@ -317,11 +348,33 @@ class StandIn:
             self.sshd.revoke(pod_id)
         return kill_processes_with_env("FOURLOOPS_WORKSPACE", str(p["workspace"]))
 
-    def cost(self, p: dict, at: float | None = None) -> float:
-        end = time.monotonic() if at is None else at
+    def sim_s(self, p: dict, real: float | None = None) -> float:
+        """The stand-in's clock: simulated seconds since pod `p` was created (billing starts there)."""
+        return ((time.monotonic() if real is None else real) - p["t0"]) / self.time_scale
+
+    def billed_s(self, p: dict) -> float:
+        """Simulated seconds pod `p` has billed: from creation to its terminate (+ billing lag)."""
+        end = time.monotonic()
         if p["terminated_at"] is not None:
             end = min(end, p["terminated_at"] + self.billing_lag_s)
-        return max(0.0, end - p["t0"]) / 3600.0 * p["price"] * self.price_scale
+        return max(0.0, self.sim_s(p, end))
+
+    def cost(self, p: dict) -> float:
+        return self.billed_s(p) / 3600.0 * p["price"] * self.price_scale
+
+    def events(self, p: dict) -> list[tuple[str, float, float]]:
+        """(cause, start, end) in simulated seconds since creation: the pull, the null runtime and stale ssh
+        this stand-in played, and what tests/podwork.py recorded on the pod (setup, download, job)."""
+        out = []
+        if self.life is not None:
+            pull = self.provisioning_s / self.time_scale
+            out += [("pull", 0.0, pull), ("ready", pull, pull + self.life.ready_s)]
+        log = p["workspace"].parent / "events.jsonl"
+        if log.exists():
+            for line in log.read_text().splitlines():
+                e = json.loads(line)
+                out.append((e["cause"], (e["t0"] - p["wall0"]) / self.time_scale, (e["t1"] - p["wall0"]) / self.time_scale))
+        return out
 
     def pod_json(self, p: dict) -> dict:
         running = p["status"] == "RUNNING" and p["runtime_since"] is not None
@@ -430,7 +483,7 @@ class StandIn:
         (workspace.parent / "home").mkdir()
         p = {"id": pid, "name": body["name"], "image": body.get("image", ""), "disk": body.get("disk", 20),
              "ports": body.get("ports", []), "env": dict(body.get("env") or {}), "gpu": gpu, "cloud": cloud,
-             "price": self.PRICES[cloud], "t0": time.monotonic(), "created": _now(), "started_at": None,
+             "price": self.PRICES[cloud], "t0": time.monotonic(), "wall0": time.time(), "created": _now(), "started_at": None,
              "status": "PROVISIONING", "runtime_since": None, "ssh_enabled": False, "ssh_dead": False,
              "terminated_at": None, "listed": True, "workspace": workspace, "body": body}
         self.pods[pid] = p

@@ -60,6 +60,12 @@ def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
     gen = [j for j in p["jobs"] if j["rule"] == "generate"]
     assert len(gen) == 4 and all(j["cost_usd"] > 0 for j in gen)
     assert p["totals"]["pod"]["cost_usd"] > 0 and p["machine"] == "pod"
+    # the whole bill: the pod's fixed costs (config/pod_life.yaml) and transfers on top of the jobs' seconds
+    bill = p["pod_bill"]
+    assert bill["gpu_s"] == p["totals"]["pod"]["seconds"]
+    assert bill["idle_s"]["pull"] > 0 and bill["idle_s"]["setup"] > 0 and bill["idle_s"]["teardown"] > 0
+    assert bill["billed_s"] == round(bill["gpu_s"] + sum(bill["idle_s"].values()), 1) > bill["floor_s"] > bill["gpu_s"]
+    assert bill["cost_usd"] > p["totals"]["pod"]["cost_usd"] and set(bill["order"]) == {j["output"] for j in gen}
 
 
 def test_a_plan_with_a_refused_job_exits_2_and_names_the_wall(tmp_path):

@@ -13,10 +13,10 @@ import csv
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fourloops import slurm, walls
+from fourloops import podbill, slurm, walls
 from fourloops.tables import format_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,6 +38,10 @@ class PlannedJob:
     seconds: float
     seconds_source: str
     cost_usd: float
+    model: str = ""  # the models.yaml key the job loads
+    needs: list = field(default_factory=list)  # outputs of the planned jobs this one waits for
+    in_mb: float = 0.0  # what a pod job moves up and down (existing files at their size, others pod_life file_mb)
+    out_mb: float = 0.0
     partition: str = ""  # on a SLURM cluster: "partition <name>", "here (desk)" or "refused"
     levers: dict | None = None  # a refused job: what would make it fit (fourloops.levers.Levers.as_dict)
 
@@ -71,6 +75,7 @@ def build(workflow, machine_name: str) -> dict:
     rows: list[PlannedJob] = []
     totals: dict[str, dict] = {}
     found = walls.levers_of(verdict, machines) if not verdict.ok else {}  # refused jobs only: the dry-run pays nothing else
+    life = podbill.load_life() if machine_name == "pod" and not placed else None
     for pending, checks in verdict.checked:
         ask = pending.ask
         job = by_output.get(pending.output)
@@ -83,6 +88,7 @@ def build(workflow, machine_name: str) -> dict:
         rate = float(machines[where].get("hourly_usd", 0.0)) if where in machines else 0.0
         cost = secs / 3600.0 * rate if pending.profile == "pod" and not placed else 0.0
         refused = [asdict(r) for r in checks if not r.ok]
+        moved = _moved_mb(job, life) if pending.profile == "pod" and life is not None and job is not None else (0.0, 0.0)
         rows.append(PlannedJob(
             rule=pending.rule, output=pending.output, wildcards=pending.wildcards,
             reason=str(dag.reason(job)) if job is not None else "",
@@ -90,6 +96,7 @@ def build(workflow, machine_name: str) -> dict:
             verdict="fits" if not refused else "REFUSED: " + ", ".join(r["wall"] for r in refused),
             refused_walls=refused, vram_gib=round(ask.vram_mb / 1024.0, 2), vram_source=ask.vram.source,
             seconds=round(secs, 1), seconds_source=src, cost_usd=round(cost, 4),
+            model=ask.model, needs=_needs(dag, job, jobs), in_mb=round(moved[0], 3), out_mb=round(moved[1], 3),
             partition=placed.where[pending.output] if placed else "",
             levers=found[(pending.rule, tuple(checks))].as_dict() if (pending.rule, tuple(checks)) in found else None,
         ))
@@ -97,14 +104,64 @@ def build(workflow, machine_name: str) -> dict:
         t["jobs"] += 1
         t["seconds"] += secs
         t["cost_usd"] += cost
+    bill = None
+    if life is not None and any(r.profile == "pod" for r in rows):
+        bill = pod_bill(rows, life, view.facts, Path(workflow.basedir), float(machines["pod"].get("hourly_usd", 0.0)))
     return {
         "machine": machine_name,
         "ok": verdict.ok,
+        "pod_bill": bill,
         "jobs": [asdict(r) for r in rows],
         "totals": {k: {**v, "seconds": round(v["seconds"], 1), "cost_usd": round(v["cost_usd"], 4)} for k, v in totals.items()},
         "refusals": ((slurm.report(placed, machines) if placed else walls.report(verdict, machines, found))
                      if not verdict.ok else ""),
     }
+
+
+def _needs(dag, job, planned: dict) -> list[str]:
+    if job is None:
+        return []
+    deps = dag.dependencies.get(job, {})
+    return sorted(str(d.output[0]) if len(d.output) else d.rule.name for d in deps if id(d) in planned)
+
+
+def _moved_mb(job, life) -> tuple[float, float]:
+    """MB a pod job's inputs and outputs (with log and benchmark) move: a file that exists at its size, else
+    pod_life's file_mb."""
+
+    def mb(paths) -> float:
+        total = 0.0
+        for f in paths:
+            p = Path(str(f))
+            if p.is_dir():
+                total += sum(q.stat().st_size for q in p.rglob("*") if q.is_file()) / 1e6
+            else:
+                total += p.stat().st_size / 1e6 if p.exists() else life.file_mb
+        return total
+
+    products = [*job.output, *job.log, *([job.benchmark] if job.benchmark else [])]
+    return mb(job.input), mb(products)
+
+
+def pod_bill(rows: list[PlannedJob], life, facts: dict, basedir: Path, hourly_usd: float) -> dict:
+    """The whole bill of the plan's pod jobs on one pod, in the order a pool of one takes them (dependencies
+    first, then the plan's order): fixed costs, jobs, transfers, teardown (fourloops.podbill.forecast)."""
+    from snakemake_executor_plugin_runpod.transport import source_files
+
+    pod = [r for r in rows if r.profile == "pod"]
+    done = {r.output for r in rows if r.profile != "pod"}
+    ordered = []
+    while pod:  # a pod job after the pod jobs it needs
+        nxt = next((r for r in pod if all(n in done or n not in {p.output for p in pod} for n in r.needs)), pod[0])
+        pod.remove(nxt)
+        done.add(nxt.output)
+        ordered.append(nxt)
+    jobs = [podbill.PodJob(r.output, r.seconds, r.model, r.in_mb, r.out_mb) for r in ordered]
+    weights = {j.model: podbill.weights_gb(facts, j.model) for j in jobs if j.model}
+    repo_mb = podbill.tree_mb(basedir, source_files(basedir))
+    bill = podbill.forecast(jobs, life, weights, repo_mb=repo_mb, hourly_usd=hourly_usd)
+    bill["order"] = [j.name for j in jobs]
+    return bill
 
 
 def _hms(s: float) -> str:
@@ -130,6 +187,16 @@ def format_plan(plan: dict) -> str:
     for prof, t in sorted(plan["totals"].items()):
         cost = f", ${t['cost_usd']:.2f}" if prof == "pod" else ""
         lines.append(f"  {prof:10s} {t['jobs']:4d} jobs  {_hms(t['seconds'])}{cost}")
+    bill = plan.get("pod_bill")
+    if bill:
+        idle = bill["idle_s"]
+        lines += ["", f"pod bill forecast (one pod, config/pod_life.yaml): {_hms(bill['billed_s'])} billed "
+                      f"${bill['cost_usd']:.2f} at ${bill['hourly_usd']:.2f}/h; GPU-busy {_hms(bill['gpu_s'])} "
+                      f"({bill['billed_s'] / bill['gpu_s']:.2f}x); floor {_hms(bill['floor_s'])} "
+                      f"(billed/floor {bill['billed_s'] / bill['floor_s']:.3f})" if bill["gpu_s"] else "",
+                  "  fixed per pod: " + ", ".join(f"{c} {idle[c]:.0f} s" for c in ("pull", "ready", "setup", "download"))
+                  + f"; transfers {idle['transfer']:.0f} s (repo {bill['repo_mb']:.0f} MB); teardown {idle['teardown']:.0f} s"
+                  + "; weights " + ", ".join(f"{m} {gb:.1f} GB" for m, gb in bill["weights_gb"].items())]
     if plan["refusals"]:
         lines += ["", plan["refusals"]]
     return "\n".join(lines)
@@ -187,6 +254,7 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
             sys.stderr.write(log[-8000:])
             raise SystemExit(code)
     if "plan" not in result:  # nothing to be done: Snakemake returned before scheduling
-        result["plan"] = {"machine": machine_name or "desk", "ok": True, "jobs": [], "totals": {}, "refusals": ""}
+        result["plan"] = {"machine": machine_name or "desk", "ok": True, "jobs": [], "totals": {}, "refusals": "",
+                          "pod_bill": None}
     result["plan"]["locked"] = locked
     return result["plan"]

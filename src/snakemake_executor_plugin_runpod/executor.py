@@ -107,6 +107,8 @@ class Executor(RemoteExecutor):
             log=self.log,
         )
         self.teardowns: list[runpod.Teardown] = []
+        self.pods_seen: list[Pod] = []  # every pod of the run, for the bill's summary
+        self.forecast, self.fetch_models = self._forecast()
         self.jobs = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.settings.pool_size) * 2)
         self.next_seconds_between_status_checks = 1
         self.last_pod_job_end: float | None = None
@@ -136,6 +138,30 @@ class Executor(RemoteExecutor):
         local = [rule.name for rule in self.workflow.rules if self._profile(rule.name) not in remote]
         self.workflow.localrules(*local)
         self.local_rule_names = set(local)
+
+    def _forecast(self) -> tuple[dict | None, list[str]]:
+        """`fourloops plan --machine pod`'s bill forecast for this run's pod jobs, and the hub ids they load."""
+        from fourloops import plan
+        from fourloops.smk import workflow_of
+
+        try:
+            view = workflow_of(self.workflow)
+            saved = view.target
+            try:
+                planned = plan.build(self.workflow, "pod")
+            finally:  # the desk's jobs keep their own machine's asks
+                view.target = saved
+                view._asks.clear()
+        except Exception as err:  # a forecast is a report: the run goes on without it
+            self.log(f"runpod: no bill forecast ({type(err).__name__}: {err})", warning=True)
+            return None, []
+        keys = [j["model"] for j in planned["jobs"] if j["profile"] == "pod" and j["model"]]
+        ids = [view.facts["models"].get(k, {}).get("id") for k in dict.fromkeys(keys)]
+        bill = planned.get("pod_bill")
+        if bill:
+            self.log(f"runpod: forecast bill {bill['billed_s']:.0f} s (${bill['cost_usd']:.4f}), of it "
+                     f"{bill['gpu_s']:.0f} s GPU-busy; floor {bill['floor_s']:.0f} s")
+        return bill, [i for i in ids if i]
 
     def _pending_profiles(self) -> set[str]:
         """The profile tags of the jobs this run still has to do (the DAG is built before the executor)."""
@@ -171,8 +197,11 @@ class Executor(RemoteExecutor):
         spec = self.pod_spec
         body = {"name": name, "image": spec.image, "disk": spec.disk_gb, "ports": list(spec.ports), "env": env}
         self.log(f"runpod: creating pod {name} ({spec.disk_gb} GB container disk, no volume, {spec.image})")
+        t_create = time.monotonic()
         created = runpod.create_with_fallback(self.client, body, list(spec.gpus), list(spec.cloud_types), log=self.log)
-        pod = Pod(created["id"], name, runpod.parse_time(created.get("createdAt")) or dt.datetime.now(dt.timezone.utc))
+        pod = Pod(created["id"], name, runpod.parse_time(created.get("createdAt")) or dt.datetime.now(dt.timezone.utc),
+                  t_create=t_create)
+        self.pods_seen.append(pod)
         self.record.add(pod.id, name)
         self.log(f"runpod: pod {pod.id} created ({created.get('gpu', {}).get('id')}, {created.get('cloud')}); "
                  "waiting for it to be ready")
@@ -189,11 +218,15 @@ class Executor(RemoteExecutor):
         t0 = time.monotonic()
         seen, ssh_err = "nothing yet", ""
         limit = self.settings.ready_timeout_s
+        pulled = None  # when the pod first showed past PROVISIONING (the image pull's end, as seen by polling)
         while True:
             if self._cancel.is_set():
                 raise WorkflowError("runpod: cancelled while waiting for the pod")
             info = self.client.get_pod(pod.id)
             seen = runpod.describe(info)
+            if pulled is None and info and info.get("status") != "PROVISIONING":
+                pulled = time.monotonic()
+                pod.spent("pull", pod.t_create, pulled)
             endpoint = runpod.direct_ssh(info) if info else None
             if endpoint:
                 pod.host, pod.port, pod.user = endpoint
@@ -209,6 +242,9 @@ class Executor(RemoteExecutor):
             time.sleep(self.settings.poll_s)
         probe = self.transport.ssh(pod, 'printf %s "${FOURLOOPS_WORKSPACE:-/workspace}"', timeout=30)
         pod.workspace = probe.stdout.strip() or "/workspace"
+        if pulled is None:
+            pulled = pod.t_create
+        pod.spent("ready", pulled)  # RUNNING with a null runtime, then a stale ssh port
         self.log(f"runpod: pod {pod.id} ready after {time.monotonic() - t0:.0f} s (ssh {pod.host}:{pod.port}, direct TCP)")
 
     def _setup(self, pod: Pod) -> None:
@@ -219,18 +255,48 @@ class Executor(RemoteExecutor):
         mk = self.transport.ssh(pod, f"mkdir -p {dirs}", timeout=60)
         if mk.returncode != 0:
             raise WorkflowError(f"runpod: cannot prepare {pod.root} on {pod.id}: {redact(mk.stderr)}")
+        t_up = time.monotonic()
         up = self.transport.rsync(pod, files, str(self.basedir) + "/", self.transport.remote(pod, "repo/"))
         if up.returncode != 0:
             raise WorkflowError(f"runpod: syncing the workflow to {pod.id} failed: {redact(up.stderr[-2000:])}")
+        pod.spent("transfer", t_up)
+        self._start_fetch(pod)
         setup = self.settings.setup_command.format(workspace=pod.workspace, root=pod.root, repo=pod.repo)
+        t_setup = time.monotonic()
         done = self.transport.ssh(pod, f"cd {shlex.quote(pod.repo)} && ( {setup} ) > ../joblogs/setup.log 2>&1",
                                   timeout=3600)
+        pod.spent("setup", t_setup)
         if done.returncode != 0:
             tail = self.transport.ssh(pod, f"tail -n 30 {shlex.quote(pod.joblogs)}/setup.log", timeout=30).stdout
             raise WorkflowError(f"runpod: pod setup failed on {pod.id} (exit {done.returncode}):\n{redact(tail)}")
         self.log(f"runpod: pod {pod.id} set up in {time.monotonic() - t0:.0f} s ({len(files)} workflow files)")
 
+    def _start_fetch(self, pod: Pod) -> None:
+        """The weights download, beside the setup (a job that needs them waits for them on the pod)."""
+        if not self.settings.fetch_command.strip() or ("{models}" in self.settings.fetch_command and not self.fetch_models):
+            return
+        fetch = self.settings.fetch_command.format(workspace=pod.workspace, root=pod.root, repo=pod.repo,
+                                                   models=" ".join(shlex.quote(m) for m in self.fetch_models))
+        command = f"cd {shlex.quote(pod.repo)} && ( {fetch} ) > ../joblogs/fetch.log 2>&1"
+
+        def run() -> None:
+            t0 = time.monotonic()
+            res = self.transport.ssh(pod, command, timeout=6 * 3600, track=True)
+            pod.spent("download", t0)
+            if res.returncode != 0 and pod.healthy and not self._cancel.is_set():
+                self.log(f"runpod: the weights download on {pod.id} exited {res.returncode} (joblogs/fetch.log); "
+                         "each job downloads what it still lacks", warning=True)
+
+        threading.Thread(target=run, daemon=True).start()
+        self.log(f"runpod: downloading the weights ({', '.join(self.fetch_models) or 'as the fetch command says'}) on "
+                 f"{pod.id} beside the setup")
+
     def teardown(self, pod: Pod) -> None:
+        if pod.t_end is None:
+            last = max((t1 for c, _, t1 in pod.timeline if c == "job"), default=None)
+            pod.t_end = time.monotonic()
+            if last is not None:
+                pod.spent("teardown", last, pod.t_end)
         for proc in list(pod.procs):
             proc.kill()
         limit = self.settings.teardown_timeout_s
@@ -292,7 +358,9 @@ class Executor(RemoteExecutor):
         cwd = Path.cwd()
         t = self.transport
         inputs = [f for f in (_rel(f, cwd) for f in job.input) if f and (cwd / f).exists()]
+        t_up = time.monotonic()
         up = t.rsync(pod, inputs, str(cwd) + "/", t.remote(pod, "work/"))
+        pod.spent("transfer", t_up)
         if up.returncode != 0:
             self._check_alive(pod)
             return False, f"runpod: syncing inputs to {pod.id} failed: {redact(up.stderr[-1500:])}"
@@ -316,9 +384,12 @@ class Executor(RemoteExecutor):
         )
         t0 = time.monotonic()
         res = t.ssh(pod, command, track=True)
+        pod.spent("job", t0)
         seconds = time.monotonic() - t0
         products = [_rel(f, cwd) for f in [*job.output, *job.log, *([job.benchmark] if job.benchmark else [])]]
+        t_down = time.monotonic()
         down = t.rsync(pod, [f for f in products if f], t.remote(pod, "work/"), str(cwd) + "/")
+        pod.spent("transfer", t_down)
         if venv_log:
             self._log_into_job(job, cwd, venv_log)
         if res.returncode == 0 and down.returncode == 0:
@@ -393,11 +464,30 @@ class Executor(RemoteExecutor):
                          "after the last pod job ended")
             self.log(f"runpod: session cost ${sum(costs):.4f} over {len(tds)} pod(s)"
                      + ("" if all(td.verified for td in tds) else " (some teardowns NOT verified: run `fourloops pods reap`)"))
+            self._bill_summary(sum(costs) if costs else None)
         else:
             self.log("runpod: no pod was created; session cost $0.0000")
         if all(td.verified for td in tds):
             self.record.close()
         shutil.rmtree(self.keydir, ignore_errors=True)
+
+    def _bill_summary(self, billed_usd: float | None) -> None:
+        """Where every billed second of the run's pods went (this side's clock), beside the plan's forecast."""
+        from fourloops import podbill
+
+        total = None
+        for pod in self.pods_seen:
+            if pod.t_end is None:
+                continue
+            got = podbill.attribute(pod.timeline, pod.t_create, pod.t_end)
+            if total is None:
+                total = got
+            else:
+                total = {"billed_s": total["billed_s"] + got["billed_s"], "gpu_s": total["gpu_s"] + got["gpu_s"],
+                         "idle_s": {c: total["idle_s"][c] + got["idle_s"][c] for c in podbill.CAUSES}}
+        if total is not None:
+            for line in podbill.summary_lines(total, self.forecast, billed_usd):
+                self.log(f"runpod: {line}")
 
     def _install_signal_handlers(self) -> None:
         if self._signals_installed or threading.current_thread() is not threading.main_thread():

@@ -25,6 +25,13 @@ class Pod:
     healthy: bool = True
     last_used: float = field(default_factory=time.monotonic)
     procs: set = field(default_factory=set)  # ssh processes of running jobs (killed on teardown)
+    # where its billed seconds went: (cause, t0, t1) in time.monotonic(), causes of fourloops.podbill
+    t_create: float = field(default_factory=time.monotonic)
+    t_end: float | None = None  # terminate sent: billing stops
+    timeline: list = field(default_factory=list)
+
+    def spent(self, cause: str, t0: float, t1: float | None = None) -> None:
+        self.timeline.append((cause, t0, time.monotonic() if t1 is None else t1))
 
     @property
     def root(self) -> str:

@@ -78,6 +78,12 @@ class ExecutorSettings(ExecutorSettingsBase):
         help="command run once per pod after the sources are synced.",
         allowed="a non-empty command", check=lambda v: bool(v.strip()),
     )
+    fetch_command: str = _setting(
+        "", machines_key="fetch",
+        help="command started once per pod beside the setup, downloading the weights the run's pod jobs load "
+             "({models}: their hub ids; {workspace}, {root}, {repo} expand); empty: the first job downloads them.",
+        allowed="a command (or empty)", check=lambda v: True,
+    )
     dfc_python: str = _setting(
         "python3.10", machines_key="dfc_python",
         help="python on the pod that creates the Dataflow Compiler's own venv for `container` jobs (the DFC's Python: "

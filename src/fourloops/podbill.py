@@ -1,0 +1,206 @@
+"""What a pod run is billed: its life's delays (config/pod_life.yaml), the forecast of a run's bill, and where
+a billed second went.
+
+RunPod bills from the image pull to the terminate; a pod bills while it waits. So a bill is the pod's fixed
+costs (pull, RUNNING with a null runtime and a stale ssh port, setup and the weights download), then per job
+its inputs up, its GPU seconds, its outputs down, then the teardown. The floor is what no scheduling can
+avoid: pull + max(setup, weights download) + GPU-busy + teardown.
+"""
+
+from __future__ import annotations
+
+LINEAGE = False  # what a run costs, never what it writes
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+LIFE_PATH = REPO / "config" / "pod_life.yaml"
+
+# The causes a billed second is given, in the order a sweep prefers when two overlap: a second in which a job
+# runs is GPU-busy whatever else moves; an upload during setup is the upload's.
+BUSY = "job"
+CAUSES = ("pull", "ready", "setup", "download", "transfer", "waiting", "teardown")
+_PRIORITY = (BUSY, "transfer", "setup", "download", "ready", "pull", "teardown")
+FIGURES = ("image_gb", "pull_mb_s", "runtime_null_s", "ssh_stale_s", "wheels_gb", "setup_s", "hf_mb_s",
+           "rsync_mb_s", "file_mb", "teardown_s")
+_RATES = ("pull_mb_s", "hf_mb_s", "rsync_mb_s")  # divided by: > 0
+
+
+class PodLifeError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class PodLife:
+    """A pod's measured (or set) delays; seconds are billed seconds, sizes GB (10^9 B) or MB (10^6 B)."""
+
+    image_gb: float
+    pull_mb_s: float
+    runtime_null_s: float
+    ssh_stale_s: float
+    wheels_gb: float
+    setup_s: float
+    hf_mb_s: float
+    rsync_mb_s: float
+    file_mb: float
+    teardown_s: float
+    sources: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def pull_s(self) -> float:
+        return self.image_gb * 1000.0 / self.pull_mb_s
+
+    @property
+    def ready_s(self) -> float:
+        """RUNNING with a null runtime, then a stale ssh port: billed, nothing can run."""
+        return self.runtime_null_s + self.ssh_stale_s
+
+    def download_s(self, gb: float) -> float:
+        return gb * 1000.0 / self.hf_mb_s
+
+    def transfer_s(self, mb: float) -> float:
+        return mb / self.rsync_mb_s
+
+
+def load_life(path: str | Path = LIFE_PATH) -> PodLife:
+    """config/pod_life.yaml, every figure checked: a number (> 0 for a rate, >= 0 otherwise) with its source."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise PodLifeError(f"{path}: cannot read the pod's life figures: {err}") from None
+    if not isinstance(data, dict):
+        raise PodLifeError(f"{path}: expected a mapping of figures ({', '.join(FIGURES)}), got {type(data).__name__}")
+    unknown = sorted(set(data) - set(FIGURES))
+    missing = [k for k in FIGURES if k not in data]
+    if unknown or missing:
+        raise PodLifeError(f"{path}: " + "; ".join(
+            ([f"unknown key(s) {unknown}"] if unknown else []) + ([f"missing key(s) {missing}"] if missing else []))
+            + f"; allowed: exactly {list(FIGURES)}")
+    values, sources = {}, {}
+    for key in FIGURES:
+        entry = data[key]
+        v = entry.get("value") if isinstance(entry, dict) else None
+        src = entry.get("source") if isinstance(entry, dict) else None
+        low_ok = v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and (
+            v > 0 if key in _RATES else v >= 0)
+        if not low_ok or not isinstance(src, str) or not src.strip():
+            raise PodLifeError(f"{path}: {key} = {entry!r} is not allowed: expected {{value: <number "
+                               f"{'> 0' if key in _RATES else '>= 0'}>, source: <where it comes from>}}")
+        values[key], sources[key] = float(v), src
+    return PodLife(**values, sources=sources)
+
+
+def weights_gb(facts: dict, key: str) -> float:
+    """GB a model's weights download: its components' parameters at bf16, the dtype the hub stores them in."""
+    model = facts["models"].get(key) or {}
+    per = float(facts["bytes_per_param"]["bf16"])
+    return sum(float(c.get("params", 0.0)) for c in (model.get("components") or {}).values()) * per / 1e9
+
+
+def tree_mb(basedir: Path, files: list[str]) -> float:
+    """MB of `files` (relative to basedir; a directory counts every file under it): what a first rsync moves."""
+    total = 0
+    for f in files:
+        p = Path(basedir) / f
+        if p.is_dir():
+            total += sum(q.stat().st_size for q in p.rglob("*") if q.is_file())
+        elif p.is_file():
+            total += p.stat().st_size
+    return total / 1e6
+
+
+# ------------------------------------------------------------------------------------------------ forecast
+@dataclass(frozen=True)
+class PodJob:
+    """A pod job as the bill sees it: its GPU seconds, the model it loads, the MB it moves each way."""
+
+    name: str
+    seconds: float
+    model: str = ""
+    in_mb: float = 0.0
+    out_mb: float = 0.0
+
+
+def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, repo_mb: float, hourly_usd: float,
+             overlap_download: bool = True) -> dict:
+    """The bill of running `jobs` in order on one pod: seconds per cause, the floor and the cost.
+
+    `weights`: GB per model key. With `overlap_download`, every model's download starts with the setup; a job
+    waits only for its own model. Without it, each model downloads before its first job, after the setup."""
+    causes = dict.fromkeys(CAUSES, 0.0)
+    causes["pull"] = life.pull_s
+    causes["ready"] = life.ready_s
+    causes["transfer"] = life.transfer_s(repo_mb)
+    models = [j.model for j in jobs if j.model in weights]
+    first_of = {m: i for i, m in reversed(list(enumerate(models)))}
+    dl_total = sum(life.download_s(weights[m]) for m in first_of)
+    t = 0.0  # seconds since the setup began
+    if overlap_download:
+        # downloads run one after another from t = 0, beside the setup; job i starts when its model is in
+        ready_at, acc = {}, 0.0
+        for m in sorted(first_of, key=first_of.get):
+            acc += life.download_s(weights[m])
+            ready_at[m] = acc
+        t = life.setup_s
+        causes["setup"] = life.setup_s
+        for j in jobs:
+            start = max(t + life.transfer_s(j.in_mb), ready_at.get(j.model, 0.0))
+            causes["download"] += max(0.0, ready_at.get(j.model, 0.0) - (t + life.transfer_s(j.in_mb)))
+            causes["transfer"] += life.transfer_s(j.in_mb) + life.transfer_s(j.out_mb)
+            t = start + j.seconds + life.transfer_s(j.out_mb)
+    else:
+        causes["setup"] = life.setup_s
+        causes["download"] = dl_total
+        causes["transfer"] += sum(life.transfer_s(j.in_mb) + life.transfer_s(j.out_mb) for j in jobs)
+    causes["teardown"] = life.teardown_s
+    gpu = sum(j.seconds for j in jobs)
+    billed = gpu + sum(causes.values())
+    floor = floor_s(life, weights[models[0]] if models else 0.0, gpu)
+    return {"billed_s": round(billed, 1), "gpu_s": round(gpu, 1), "idle_s": {k: round(v, 1) for k, v in causes.items()},
+            "floor_s": round(floor, 1), "cost_usd": round(billed / 3600.0 * hourly_usd, 4), "hourly_usd": hourly_usd,
+            "pods": 1, "weights_gb": {m: round(weights[m], 2) for m in first_of}, "repo_mb": round(repo_mb, 1)}
+
+
+def floor_s(life: PodLife, first_download_gb: float, gpu_s: float) -> float:
+    """What no scheduling avoids: the pull, the longer of setup and the first model's download, the GPU, the teardown."""
+    return life.pull_s + max(life.setup_s, life.download_s(first_download_gb)) + gpu_s + life.teardown_s
+
+
+# ------------------------------------------------------------------------------------------------ attribution
+def attribute(intervals: list[tuple[str, float, float]], start: float, end: float) -> dict:
+    """Where each second from `start` (the pod's creation: billing starts) to `end` (billing stops) went.
+
+    `intervals`: (cause, t0, t1) with cause `job` or one of CAUSES. Where several overlap, the second goes to
+    the first in `_PRIORITY`; a second no interval covers is `waiting` (the pod billed, nothing to do)."""
+    for cause, _, _ in intervals:
+        if cause != BUSY and cause not in CAUSES:
+            raise ValueError(f"unknown cause {cause!r}; allowed: {BUSY}, {', '.join(CAUSES)}")
+    cuts = sorted({start, end, *(min(max(t, start), end) for _, a, b in intervals for t in (a, b))})
+    out = dict.fromkeys((BUSY, *CAUSES), 0.0)
+    for a, b in zip(cuts, cuts[1:]):
+        mid = (a + b) / 2.0
+        active = {c for c, t0, t1 in intervals if t0 <= mid < t1}
+        cause = next((c for c in _PRIORITY if c in active), "waiting")
+        out[cause] += b - a
+    billed = end - start
+    return {"billed_s": billed, "gpu_s": out[BUSY], "idle_s": {c: out[c] for c in CAUSES}}
+
+
+def summary_lines(measured: dict, forecast_: dict | None, billed_usd: float | None, unit: str = "s") -> list[str]:
+    """The run's bill beside the forecast, and every idle second with its cause."""
+    idle = measured["idle_s"]
+    b, g = measured["billed_s"], measured["gpu_s"]
+    lines = [f"pod bill: {b:.1f} {unit} billed, {g:.1f} {unit} GPU-busy ({b / g:.2f}x)" if g else
+             f"pod bill: {b:.1f} {unit} billed, no GPU-busy second"]
+    lines.append("  idle by cause: " + ", ".join(f"{c} {idle[c]:.1f}" for c in CAUSES)
+                 + f" (sum {sum(idle.values()):.1f} {unit})")
+    if forecast_ is not None:
+        cost = "" if billed_usd is None else f"; billed ${billed_usd:.4f} against forecast ${forecast_['cost_usd']:.4f}"
+        lines.append(f"  forecast (fourloops plan --machine pod): {forecast_['billed_s']:.1f} s billed, "
+                     f"{forecast_['gpu_s']:.1f} s GPU-busy{cost}")
+    return lines

@@ -1,0 +1,195 @@
+"""What a pod run is billed: the pod's life in the stand-in (scaled time, billed from creation), the bill's
+attribution and forecast (fourloops.podbill), and a run on the stand-in whose idle seconds are read from the
+stand-in's own clock and bill."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+import yaml
+
+from conftest import FAKE_SECRETS, REPO
+from fourloops import podbill, runpod
+
+LIFE = podbill.load_life()
+
+
+def test_pod_life_figures_are_the_committed_ones_with_their_sources():
+    raw = yaml.safe_load((REPO / "config" / "pod_life.yaml").read_text())
+    assert LIFE.image_gb == raw["image_gb"]["value"] == 10.6 and LIFE.rsync_mb_s == 14.0 and LIFE.ssh_stale_s == 90.0
+    assert LIFE.pull_s == pytest.approx(raw["image_gb"]["value"] * 1000 / raw["pull_mb_s"]["value"])
+    for key in podbill.FIGURES:  # every figure says where it comes from; a figure no source gives says so
+        assert LIFE.sources[key].strip()
+    assert LIFE.sources["pull_mb_s"].startswith("SETTING") and LIFE.sources["hf_mb_s"].startswith("SETTING")
+
+
+def test_a_bad_pod_life_figure_is_refused_naming_the_key(tmp_path):
+    raw = yaml.safe_load((REPO / "config" / "pod_life.yaml").read_text())
+    raw["rsync_mb_s"]["value"] = 0
+    bad = tmp_path / "life.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    with pytest.raises(podbill.PodLifeError, match=r"rsync_mb_s = .*> 0"):
+        podbill.load_life(bad)
+    del raw["rsync_mb_s"]
+    bad.write_text(yaml.safe_dump(raw))
+    with pytest.raises(podbill.PodLifeError, match=r"missing key\(s\) \['rsync_mb_s'\]"):
+        podbill.load_life(bad)
+
+
+def test_every_billed_second_gets_one_cause_and_a_gap_is_waiting():
+    got = podbill.attribute([("pull", 0, 10), ("setup", 10, 40), ("download", 10, 60), ("job", 60, 100),
+                             ("transfer", 95, 105), ("job", 130, 150)], 0, 160)
+    idle = got["idle_s"]
+    assert got["gpu_s"] == 60 and got["billed_s"] == 160
+    # setup covers 10-40; the download shows only where it alone holds the pod; a transfer under a job is hidden
+    assert idle["pull"] == 10 and idle["setup"] == 30 and idle["download"] == 20 and idle["transfer"] == 5
+    assert idle["waiting"] == 25 + 10  # 105-130 between jobs, 150-160 after the last
+    assert got["gpu_s"] + sum(idle.values()) == pytest.approx(got["billed_s"])
+
+
+def test_forecast_hides_the_download_behind_the_setup_only_where_it_fits():
+    life = LIFE
+    jobs = [podbill.PodJob("gen", 1000, "gen", in_mb=14, out_mb=28), podbill.PodJob("score", 200, "score")]
+    weights = {"gen": 15.0, "score": 20.0}  # GB: 300 s and 400 s at 50 MB/s
+    over = podbill.forecast(jobs, life, weights, repo_mb=0, hourly_usd=1.0)
+    serial = podbill.forecast(jobs, life, weights, repo_mb=0, hourly_usd=1.0, overlap_download=False)
+    dl = {m: life.download_s(gb) for m, gb in weights.items()}
+    assert serial["idle_s"]["download"] == pytest.approx(dl["gen"] + dl["score"], abs=0.1)
+    # beside the setup: the first job waits for its weights past the setup and its upload; the scorer's
+    # download runs under the generator's job
+    assert over["idle_s"]["download"] == pytest.approx(dl["gen"] - life.setup_s - 1.0, abs=0.1)
+    assert over["billed_s"] == pytest.approx(over["gpu_s"] + sum(over["idle_s"].values()), abs=0.2)
+    assert over["floor_s"] == pytest.approx(life.pull_s + max(life.setup_s, dl["gen"]) + 1200 + life.teardown_s, abs=0.1)
+    assert over["cost_usd"] == pytest.approx(over["billed_s"] / 3600, abs=1e-3)
+
+
+def test_the_standin_pod_bills_from_creation_through_the_pull_and_the_null_runtime(tmp_path):
+    from runpod_standin import StandIn
+
+    scale = 0.005  # 106 s of pull in 0.53 s
+    standin = StandIn(None, tmp_path, FAKE_SECRETS["RUNPOD_API_KEY"], life=LIFE, time_scale=scale)
+    try:
+        client = runpod.Client(FAKE_SECRETS["RUNPOD_API_KEY"], standin.url)
+        created = client.create_pod({"name": "fourloops-life-1", "image": "x@sha256:" + "0" * 64,
+                                     "gpu": {"id": "NVIDIA A40", "count": 1}, "cloud": "SECURE"})
+        p = standin.pods[created["id"]]
+        seen = []
+        while standin.sim_s(p) < LIFE.pull_s + LIFE.runtime_null_s + 30:
+            info = client.get_pod(p["id"])
+            seen.append((standin.sim_s(p), info["status"], info["runtime"] is None))
+            time.sleep(0.02)
+        pulling = [s for s in seen if s[0] < LIFE.pull_s - 5]
+        null = [s for s in seen if LIFE.pull_s + 5 < s[0] < LIFE.pull_s + LIFE.runtime_null_s - 5]
+        up = [s for s in seen if s[0] > LIFE.pull_s + LIFE.runtime_null_s + 5]
+        assert pulling and all(st == "PROVISIONING" for _, st, _ in pulling)
+        assert null and all(st == "RUNNING" and rt_null for _, st, rt_null in null)  # RUNNING, nothing runs
+        assert up and all(st == "RUNNING" and not rt_null for _, st, rt_null in up)
+        billed_while_pulling = standin.billed_s(p)
+        assert billed_while_pulling >= LIFE.pull_s + LIFE.runtime_null_s  # billed from creation, pull included
+        client.terminate(p["id"])
+        at_stop = standin.billed_s(p)
+        time.sleep(0.2)  # 40 simulated seconds later the bill has not moved
+        assert standin.billed_s(p) == pytest.approx(at_stop)
+        assert standin.cost(p) == pytest.approx(at_stop / 3600 * p["price"])
+        assert not standin.violations, standin.violations
+    finally:
+        standin.close()
+
+
+def test_a_pod_run_on_the_standin_attributes_its_idle_and_keeps_it_under_twice_the_floor(built_copy, tmp_path,
+                                                                                           loopback_sshd, tmp_path_factory):
+    """The executor against a stand-in playing config/pod_life.yaml at 1/50 time: the weights download runs
+    beside the setup, the run prints its bill beside the forecast with every idle second's cause, and the
+    idle seconds the stand-in billed (its clock, not wall time) stay under twice the unavoidable ones."""
+    from runpod_standin import StandIn
+    from test_pod_executor import VENV_PY, _cmd, _env, _strip_generate
+    import subprocess
+
+    scale = 0.02
+    standin = StandIn(loopback_sshd, tmp_path_factory.mktemp("pods"), FAKE_SECRETS["RUNPOD_API_KEY"],
+                      life=LIFE, time_scale=scale)
+    try:
+        work = built_copy
+        _strip_generate(work)
+        podwork = "{repo}/tests/podwork.py"
+        extra = ["--runpod-setup-command", f"{VENV_PY} tests/podwork.py setup",
+                 "--runpod-fetch-command", f"{VENV_PY} tests/podwork.py fetch OmniGen2/OmniGen2",
+                 "--runpod-remote-python", f"{VENV_PY} {podwork} job -- {VENV_PY}"]
+        cmd = [c for c in _cmd(work, standin, "results/generate/A/views.json", extra=extra)]
+        # the later --runpod-remote-python / --runpod-setup-command win over _cmd's own
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp_path), cwd=work, timeout=400)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-6000:]
+        print("\n" + "\n".join(l for l in out.splitlines() if "runpod: " in l and ("bill" in l or "idle" in l)))
+        assert re.search(r"runpod: pod bill: [\d.]+ s billed, [\d.]+ s GPU-busy", out), out[-3000:]
+        assert re.search(r"idle by cause: pull [\d.]+, ready [\d.]+, setup [\d.]+, download [\d.]+, transfer [\d.]+, "
+                         r"waiting [\d.]+, teardown [\d.]+", out)
+        assert re.search(r"forecast \(fourloops plan --machine pod\): [\d.]+ s billed", out)
+        assert re.search(r"billed \$\d+\.\d{4} against forecast \$\d+\.\d{4}", out)
+        [p] = standin.pods.values()
+        events = standin.events(p)
+        setup = next(e for e in events if e[0] == "setup")
+        download = next(e for e in events if e[0] == "download")
+        jobs = [e for e in events if e[0] == "job"]
+        assert download[1] < setup[2], events  # the download started before the install ended
+        assert jobs and all(j[1] >= download[2] - 1 for j in jobs), events  # a job waited for its weights
+        billed = standin.billed_s(p)
+        busy = podbill.attribute(events, 0.0, billed)["gpu_s"]
+        idle = billed - busy
+        floor_idle = LIFE.pull_s + max(LIFE.setup_s, download[2] - download[1]) + LIFE.teardown_s
+        print(f"\nstand-in at 1/{1 / scale:.0f}: billed {billed:.0f} s, job {busy:.0f} s, idle {idle:.0f} s, "
+              f"unavoidable {floor_idle:.0f} s")
+        assert idle < 2 * (floor_idle + LIFE.ready_s), (idle, floor_idle, events)
+        assert standin.listed() == [] and not standin.violations, standin.violations
+    finally:
+        standin.close()
+
+
+def test_the_standin_pods_rsync_moves_at_the_runbooks_bandwidth(loopback_sshd, tmp_path):
+    """14 MB up to a stand-in pod costs a simulated second (the runbook's ~14 MB/s), read off the stand-in."""
+    import datetime as dt
+    import os
+    import subprocess
+
+    from runpod_standin import StandIn
+    from snakemake_executor_plugin_runpod.pool import Pod
+    from snakemake_executor_plugin_runpod.transport import Transport
+
+    import dataclasses
+
+    scale = 1.0  # real time: the bandwidth's second is above the loopback's own (a fast start, no pull)
+    life = dataclasses.replace(LIFE, pull_mb_s=1e9, runtime_null_s=0.0, ssh_stale_s=0.0)
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    standin = StandIn(loopback_sshd, tmp_path / "pods", FAKE_SECRETS["RUNPOD_API_KEY"], life=life, time_scale=scale)
+    try:
+        client = runpod.Client(FAKE_SECRETS["RUNPOD_API_KEY"], standin.url)
+        created = client.create_pod({"name": "fourloops-rsync-1", "image": "x@sha256:" + "0" * 64,
+                                     "gpu": {"id": "NVIDIA A40", "count": 1}, "cloud": "SECURE",
+                                     "env": {"PUBLIC_KEY": (tmp_path / "id_ed25519.pub").read_text().strip()}})
+        p = standin.pods[created["id"]]
+        transport = Transport(key, tmp_path / "known_hosts")
+        pod = Pod(p["id"], p["name"], dt.datetime.now(dt.timezone.utc))
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            ep = runpod.direct_ssh(client.get_pod(p["id"]))
+            if ep:
+                pod.host, pod.port, pod.user = ep
+                if transport.ssh(pod, "true", timeout=10).returncode == 0:
+                    break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the stand-in pod never let us in")
+        src = tmp_path / "up"
+        src.mkdir()
+        (src / "blob.bin").write_bytes(os.urandom(14_000_000))
+        up = transport.rsync(pod, ["blob.bin"], str(src) + "/", f"{pod.user}@{pod.host}:{p['workspace']}/")
+        assert up.returncode == 0, up.stderr
+        assert (p["workspace"] / "blob.bin").stat().st_size == 14_000_000
+        [moved] = [e for e in standin.events(p) if e[0] == "transfer"]
+        assert 14_000_000 / 1e6 / life.rsync_mb_s == 1.0
+        assert 1.0 <= moved[2] - moved[1] < 1.5, moved  # the bandwidth's second, not the loopback's speed
+    finally:
+        standin.close()
