@@ -309,6 +309,77 @@ def test_views_lost_to_a_killed_regenerate_are_rebuilt_not_ignored(built_copy):
     assert ("generate", "condition=B") in got and not any(w in ("condition=A", "condition=C") for _, w in got)
 
 
+def _job_process(snakemake: subprocess.Popen, script: str, timeout: float = 120.0) -> int:
+    """The pid of the job process Snakemake started for `script` (its python runs .snakemake/scripts/*<script>)."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in psutil.Process(snakemake.pid).children(recursive=True):
+            try:
+                if any(arg.endswith(script) for arg in child.cmdline()):
+                    return child.pid
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.05)
+    raise AssertionError(f"no job running {script} appeared in {timeout} s")
+
+
+def test_a_job_killed_during_forcerun_leaves_a_hole_the_next_run_fills(built_copy):
+    """SIGKILL keypoints_generated[B] under --forcerun: Snakemake has deleted its 8 files and its record, and
+    alone it then answers "Nothing to be done". fit[B]'s record says it read those files: B is rebuilt."""
+    from fourloops import verify
+
+    points = sorted((built_copy / "results" / "keypoints" / "B").glob("az*.json"))
+    before = {f: f.read_bytes() for f in points}
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
+           "--directory", str(built_copy), "--forcerun", "keypoints_generated", "--",
+           "results/provenance/keypoints/B.json"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=snakemake_env(), start_new_session=True)
+    try:
+        os.kill(_job_process(proc, "keypoints.py"), signal.SIGKILL)
+        log, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0, log[-3000:]
+    assert not any(f.exists() for f in points) and not (built_copy / "results/provenance/keypoints/B.json").exists()
+    dry = run_snakemake(built_copy, "-n", "results/ladder.csv")
+    out = dry.stdout + dry.stderr
+    assert "fit[source=B] must run again (results/provenance/fit/B.json): results/keypoints/B/az000.json input gone" \
+        in out, out[-3000:]
+    assert {("keypoints_generated", "kpset=B"), ("fit", "source=B"), ("ladder", "")} <= planned_jobs(dry)
+    run_snakemake(built_copy, "results/ladder.csv")
+    assert {f: f.read_bytes() for f in points} == before    # the detector is deterministic: the same bytes
+    assert verify.check(built_copy) == []
+    assert "Nothing to be done" in run_snakemake(built_copy, "-n", "results/ladder.csv").stdout
+
+
+def test_deleted_records_leave_every_output_unverified_and_a_truncated_file_is_rebuilt(built_copy):
+    """`rm -rf results/provenance` must not switch the output check off: every output the target uses is
+    unverified, so its job runs again, and a file truncated after that is rebuilt, not read by fit."""
+    import shutil
+
+    from fourloops import verify
+
+    points = built_copy / "results" / "keypoints" / "A" / "az090.json"
+    good = points.read_bytes()
+    shutil.rmtree(built_copy / "results" / "provenance")
+    os.truncate(points, 10)
+    dry = run_snakemake(built_copy, "-n", "results/fit/A.json")
+    out = dry.stdout + dry.stderr
+    assert "keypoints_generated[kpset=A] must run again (results/provenance/keypoints/A.json): " \
+           "results/keypoints/A/az000.json unverified: its record results/provenance/keypoints/A.json is missing" \
+        in out, out[-3000:]
+    assert {r for r, _ in planned_jobs(dry)} >= {"render", "generate", "keypoints_generated", "fit"}
+    proc = run_snakemake(built_copy, "results/fit/A.json")
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert points.read_bytes() == good
+    assert verify.check(built_copy, ["results/fit/A.json"]) == []
+    assert "Nothing to be done" in run_snakemake(built_copy, "-n", "results/fit/A.json").stdout
+
+
 # ----------------------------------------------------------------------- clear words, nothing written
 @pytest.mark.parametrize("target,words", [
     ("results/render/azXYZ.png", "allowed: one of 000, 045, 090, 135, 180, 225, 270, 315"),

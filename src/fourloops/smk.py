@@ -59,6 +59,7 @@ class Workflow:
         self._params: dict = {}
         self._lineage: dict = {}
         self._producers: dict = {}
+        self._walks: dict = {}
         self.target: str | None = None  # `fourloops plan --machine`: the machine asked about, not config machine
 
     # ---------------------------------------------------------------------------- rules and params
@@ -138,6 +139,29 @@ class Workflow:
 
     def requested_paths(self, targets) -> set[str]:
         """Every file the requested DAG reads or writes (outputs, logs and benchmarks included)."""
+        return self._requested(targets)[0]
+
+    def requested_jobs(self, targets) -> list:
+        """The jobs of the requested DAG that write a provenance record (fourloops.verify.Expected): each
+        record path with the job's other outputs, so the output check can hold an output to its record."""
+        from fourloops.verify import Expected
+
+        out = []
+        for rulename, wc in sorted(self._requested(targets)[1]):
+            rule = self.wf.get_rule(rulename)
+            outputs = [os.path.normpath(str(f)) for f in rule.expand_output(dict(wc))[0]]
+            made = [f for f in outputs if f.startswith(records.ROOT + os.sep)]
+            if rule.output and len(made) == 1:
+                out.append(Expected(made[0], tuple(f for f in outputs if f != made[0]), rulename, dict(wc)))
+        return out
+
+    def _requested(self, targets) -> tuple[set[str], set]:
+        key = tuple(targets)
+        if key not in self._walks:
+            self._walks[key] = self._walk(targets)
+        return self._walks[key]
+
+    def _walk(self, targets) -> tuple[set[str], set]:
         todo, seen, jobs = [], set(), set()
         for target in targets:
             if self.wf.is_rule(target):
@@ -163,7 +187,7 @@ class Workflow:
             if rule.output:
                 seen.update(os.path.normpath(str(f)) for f in rule.expand_output(wc)[0])
             todo.extend(("", {"path": p}) for p in self.inputs(rulename, wc))
-        return seen
+        return seen, jobs
 
     def unknown_target(self, target: str) -> str | None:
         """Why no rule makes `target`, when a rule's output pattern has its shape but a wildcard's value is
@@ -223,8 +247,9 @@ class Workflow:
 
     def check_outputs_before_the_dag(self) -> None:
         """Before Snakemake builds the DAG: every existing output the requested DAG uses is compared with the
-        sha256 its provenance record holds (fourloops.verify); a missing, truncated or edited one, or a job
-        whose inputs are gone, is forced to run again with everything downstream, and the run says why."""
+        sha256 its provenance record holds (fourloops.verify); a missing, truncated or edited one, an output
+        whose record is gone (unverified), or a job whose recorded inputs are gone, is forced to run again with
+        everything downstream, and the run says why."""
         wf = self.wf
         if not self.main_process():
             return  # a job's own Snakemake (remote or subprocess): the main run has checked
@@ -241,7 +266,8 @@ class Workflow:
                     from snakemake.exceptions import WorkflowError
 
                     raise WorkflowError("\n".join(unknown) + "\nnothing was run or written.")
-                problems = verify.check(Path.cwd(), self.requested_paths(targets), index=self.records)
+                problems = verify.check(Path.cwd(), self.requested_paths(targets), index=self.records,
+                                        expected=self.requested_jobs(targets))
                 if problems:
                     import sys
 
