@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, run_snakemake
+from conftest import REPO, SNAKEMAKE, job_process, run_snakemake, snakemake_env
 from fourloops import asks, lora, machines, walls
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.config import ConfigError, check_config, schema_with_slices
@@ -365,6 +366,34 @@ def test_a_retrained_lora_makes_exactly_the_lora_conditions_stale(built_copy, tm
     where.write_text("lora:\n  profile: pod\n  checkpoint_every: 3\n  smoke: {checkpoint_every: 2}\n")
     proc = run_snakemake(built_copy, f"--configfile={where}", "-n", "results/ladder.csv")
     assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_a_failed_retrain_keeps_the_last_good_lora_byte_identical_and_d_still_uses_it(built_copy):
+    """Snakemake deletes the LoRA, its loss CSV and PNG and its record before the retrain runs (protected()
+    does not stop root); the training killed, all four come back byte for byte and D's views stay fresh."""
+    from fourloops import keep, verify
+
+    kept = ["results/lora/camera.safetensors", "results/lora/camera.loss.csv", "results/lora/camera.loss.png",
+            "results/provenance/lora_train/camera.json"]
+    before = {p: (built_copy / p).read_bytes() for p in kept}
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
+           "--directory", str(built_copy), "--forcerun", "lora_train", "--", "results/lora/camera.safetensors"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=snakemake_env(), start_new_session=True)
+    try:
+        pid = job_process(proc, "lora_train.py")
+        assert not (built_copy / kept[0]).exists()  # Snakemake removed the last LoRA before the job
+        os.kill(pid, signal.SIGKILL)
+        log, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0, log[-3000:]
+    assert "kept the last good results/lora/camera.safetensors" in log, log[-3000:]
+    assert {p: (built_copy / p).read_bytes() for p in kept} == before
+    assert not (built_copy / keep.STASH).exists()
+    assert verify.check(built_copy) == []               # D's generate record read exactly these bytes
+    assert "Nothing to be done" in run_snakemake(built_copy, "-n", "results/ladder.csv").stdout
 
 
 def test_the_trained_smoke_lora_loads_into_the_generator_and_changes_its_output(smoke_run, monkeypatch):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FAKE_SECRETS, REPO, SNAKEMAKE, run_snakemake, snakemake_env
+from conftest import FAKE_SECRETS, REPO, SNAKEMAKE, job_process, run_snakemake, snakemake_env
 
 N_AZ = 8
 CONDITIONS = ("A", "B", "C", "D")  # D: A with the camera LoRA
@@ -309,22 +309,6 @@ def test_views_lost_to_a_killed_regenerate_are_rebuilt_not_ignored(built_copy):
     assert ("generate", "condition=B") in got and not any(w in ("condition=A", "condition=C") for _, w in got)
 
 
-def _job_process(snakemake: subprocess.Popen, script: str, timeout: float = 120.0) -> int:
-    """The pid of the job process Snakemake started for `script` (its python runs .snakemake/scripts/*<script>)."""
-    import psutil
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for child in psutil.Process(snakemake.pid).children(recursive=True):
-            try:
-                if any(arg.endswith(script) for arg in child.cmdline()):
-                    return child.pid
-            except psutil.NoSuchProcess:
-                continue
-        time.sleep(0.05)
-    raise AssertionError(f"no job running {script} appeared in {timeout} s")
-
-
 def test_a_job_killed_during_forcerun_leaves_a_hole_the_next_run_fills(built_copy):
     """SIGKILL keypoints_generated[B] under --forcerun: Snakemake has deleted its 8 files and its record, and
     alone it then answers "Nothing to be done". fit[B]'s record says it read those files: B is rebuilt."""
@@ -338,7 +322,7 @@ def test_a_job_killed_during_forcerun_leaves_a_hole_the_next_run_fills(built_cop
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=snakemake_env(), start_new_session=True)
     try:
-        os.kill(_job_process(proc, "keypoints.py"), signal.SIGKILL)
+        os.kill(job_process(proc, "keypoints.py"), signal.SIGKILL)
         log, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
