@@ -308,6 +308,59 @@ def test_bad_lora_config_is_refused_at_parse_time(tmp_path, lora_cfg, expect):
     assert msg.startswith("invalid config (nothing was run or written):")
 
 
+def filled(tmp_path: Path, lora_cfg: dict, **top) -> dict:
+    """The config as the workflow sees it after the schema check, with `lora_cfg` over the defaults."""
+    schema = tmp_path / "schema.yaml"
+    schema.write_text(yaml.safe_dump(schema_with_slices(REPO / "config" / "schema.yaml", REPO / "config" / "schema.d")))
+    from snakemake.utils import validate
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["lora"] = dict(lora_cfg)
+    config.update(top)
+    return check_config(config, schema, BACKENDS, SMOKE_BACKENDS, lambda c, p: validate(c, p))
+
+
+@pytest.mark.parametrize("lora_cfg,top,expect", [
+    ({"resolution": 500}, {}, "lora.resolution = 500: the omnigen2 model cannot take it; allowed: a multiple of 16 "
+                              "(patch 2 x VAE factor 8"),
+    ({"resolution": 500}, {"model_set": "smoke"}, "lora.resolution = 500"),
+    ({"target_modules": ["to_q", "to_qq"]}, {"model_set": "smoke"},
+     "lora.target_modules = ['to_q', 'to_qq']: ['to_qq'] name no Linear layer of the qwen_image_edit_plus transformer"),
+    ({"target_modules": ["to_qq"]}, {"generator": {"backend": "qwen_image_edit_plus"}}, "['to_qq'] name no Linear"),
+])
+def test_the_lora_config_is_held_to_the_architecture_descriptions(tmp_path, lora_cfg, top, expect):
+    problems = lora.config_problems(filled(tmp_path, lora_cfg, **top))
+    assert len(problems) == 1 and expect in problems[0], problems
+
+
+def test_the_default_lora_config_and_full_module_paths_pass(tmp_path):
+    assert lora.config_problems(filled(tmp_path, {})) == []
+    assert lora.config_problems(filled(tmp_path, {"target_modules": ["transformer_blocks.0.attn.to_q", "to_out.0"]},
+                                       model_set="smoke")) == []
+
+
+def test_the_described_lora_targets_are_the_transformer_classes_own():
+    """config/architectures lists the peft names; a class whose Linear layers differ fails here, not in a job."""
+    from fourloops import sizing
+
+    arch = sizing.architecture("qwen_image_transformer")
+    with torch.device("meta"):
+        model = sizing._class(arch["class"])(**arch["config"])
+    assert arch["lora_targets"] == lora.target_names(model)
+
+
+def test_a_target_module_the_transformer_lacks_is_refused_before_any_job(tmp_path):
+    cfg = tmp_path / "targets.yaml"
+    cfg.write_text("lora:\n  target_modules: [to_q, to_qq]\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_snakemake(work, f"--configfile={cfg}", "results/ladder.csv", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "lora.target_modules = ['to_q', 'to_qq']: ['to_qq']" in out, out[-3000:]
+    assert "Traceback" not in out
+    assert not (work / "results").exists() and not (work / "models").exists()
+
+
 def test_more_records_than_pairs_is_refused_by_the_cli_before_any_job(tmp_path):
     cfg = tmp_path / "many.yaml"
     cfg.write_text("lora:\n  smoke:\n    count: 50\n")

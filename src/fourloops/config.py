@@ -231,7 +231,7 @@ def restyle_errors(config: dict) -> list[str]:
 
 def lora_errors(config: dict) -> list[str]:
     """The camera LoRA slice (config/schema.d/lora.yaml): what its schema cannot say. The model-level
-    checks (target modules, the resolution the backend takes) run in the training job before any step."""
+    checks (target modules, the resolution the backend takes) are fourloops.lora.config_problems."""
     lora = config.get("lora")
     if not lora:
         return []
