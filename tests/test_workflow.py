@@ -364,6 +364,40 @@ def test_deleted_records_leave_every_output_unverified_and_a_truncated_file_is_r
     assert "Nothing to be done" in run_snakemake(built_copy, "-n", "results/fit/A.json").stdout
 
 
+def test_staleness_follows_bytes_a_touch_or_checkout_marks_nothing_and_an_edit_its_jobs(built_copy, tmp_path):
+    """The workflow's files copied with new mtimes (a checkout of the same bytes), then a script touched: every
+    job stays fresh (rerun-triggers in the profiles leave out Snakemake's script-mtime `code` trigger). A real
+    edit to scripts/fit.py marks exactly the fit jobs and what reads them, through their lineage digests."""
+    import shutil
+
+    wf = tmp_path / "checkout"
+    wf.mkdir()
+    for name in ("Snakefile", "rules", "scripts", "config", "profiles", "report", "envs"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, wf / name, copy_function=shutil.copy)  # shutil.copy: new mtimes, same bytes
+        else:
+            shutil.copy(src, wf / name)
+
+    def dry():
+        cmd = [SNAKEMAKE, "-s", str(wf / "Snakefile"), "--profile", str(wf / "profiles" / "smoke"),
+               "--directory", str(built_copy), "-n", "results/ladder.csv"]
+        return subprocess.run(cmd, capture_output=True, text=True, env=snakemake_env(), timeout=600, cwd=built_copy)
+
+    newest_output = max(f.stat().st_mtime for f in (built_copy / "results").rglob("*") if f.is_file())
+    assert (wf / "scripts" / "generate.py").stat().st_mtime > newest_output
+    proc = dry()
+    assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+    os.utime(wf / "scripts" / "generate.py", (time.time() + 60, time.time() + 60))
+    proc = dry()
+    assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+    with open(wf / "scripts" / "fit.py", "a") as f:
+        f.write("# an edit\n")
+    jobs = planned_jobs(dry())
+    assert {r for r, _ in jobs} == {"fit", "ladder"}, jobs
+    assert len([j for j in jobs if j[0] == "fit"]) == 6
+
+
 # ----------------------------------------------------------------------- clear words, nothing written
 @pytest.mark.parametrize("target,words", [
     ("results/render/azXYZ.png", "allowed: one of 000, 045, 090, 135, 180, 225, 270, 315"),

@@ -258,6 +258,7 @@ class Workflow:
         def prepare_checked(*args, **kwargs):
             from fourloops import verify
 
+            self.take_the_directory(kwargs)
             settings = wf.dag_settings
             if settings is not None:
                 targets = list(settings.targets) or ([wf.default_target] if wf.default_target else [])
@@ -278,6 +279,24 @@ class Workflow:
             return prepare(*args, **kwargs)
 
         wf._prepare_dag = prepare_checked
+
+    def take_the_directory(self, prepare_kwargs: dict) -> None:
+        """A run that will execute jobs (not a dry-run, not --nolock) holds the working directory for its life
+        (fourloops.runlock), refused at once when a live run holds it; holding it, it removes the staging folders
+        and temporaries that killed jobs left under results/."""
+        wf = self.wf
+        if wf.executor_plugin is None or wf.dryrun or prepare_kwargs.get("lock_warn_only") or prepare_kwargs.get("nolock"):
+            return
+        from snakemake.exceptions import WorkflowError
+
+        from fourloops import runlock
+
+        try:
+            runlock.hold(Path.cwd(), os.environ.get("FOURLOOPS_INVOCATION", ""))
+        except runlock.RunLockError as err:
+            raise WorkflowError(str(err)) from None
+        for path in runlock.clear_leftovers(Path.cwd()):
+            print(f"fourloops: removed {path}, left by a killed job", file=sys.stderr)
 
     # ---------------------------------------------------------------------------------------- asks
     def ask(self, rulename: str, wildcards: dict) -> asks.Ask:
