@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Iterator
 
-from fourloops import lifeline, provenance
+from fourloops import lifeline, provenance, space
 from fourloops.io import write_json
 
 
@@ -67,19 +67,26 @@ def job(smk) -> Iterator[JobContext]:
     logging.getLogger("fourloops").info("rule %s wildcards %s", smk.rule, dict(smk.wildcards.items()))
     # No orphans: the job ends when the Snakemake that started it dies (and frees the card).
     lifeline.hold()
-    yield ctx
-    outputs = [f for name, f in smk.output.items() if name != "provenance"]
-    record = provenance.build_record(
-        rule=smk.rule,
-        wildcards=_plain(smk.wildcards),
-        params=_plain(smk.params),
-        inputs=list(smk.input),
-        outputs=_flatten(outputs),
-        started=started,
-        wall_seconds=time.perf_counter() - t0,
-        fields=_plain(ctx.fields),
-    )
-    write_json(smk.output.provenance, record)
+    try:
+        yield ctx
+        outputs = [f for name, f in smk.output.items() if name != "provenance"]
+        record = provenance.build_record(
+            rule=smk.rule,
+            wildcards=_plain(smk.wildcards),
+            params=_plain(smk.params),
+            inputs=list(smk.input),
+            outputs=_flatten(outputs),
+            started=started,
+            wall_seconds=time.perf_counter() - t0,
+            fields=_plain(ctx.fields),
+        )
+        write_json(smk.output.provenance, record)
+    except OSError as err:
+        outs = _flatten(f for _, f in smk.output.items()) or [smk.output.provenance]
+        line = space.one_line(err, os.path.dirname(outs[0]) or ".")  # a full or read-only disk: one line, no traceback
+        if line is None:
+            raise
+        raise SystemExit(f"rule {smk.rule}: {line}") from None
     if log_fh:
         log_fh.flush()
 

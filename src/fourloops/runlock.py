@@ -34,8 +34,12 @@ def hold(workdir: str | os.PathLike, invocation: str = "") -> None:
     if str(root) in _held:
         return
     path = root / LOCK
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise RunLockError(f"{path}: cannot hold the working directory ({err.strerror}); allowed: a writable working "
+                           "directory with room (nothing was run or written)") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -46,9 +50,12 @@ def hold(workdir: str | os.PathLike, invocation: str = "") -> None:
             f"started {holder.get('started', '?')}, `{holder.get('invocation') or '?'}`; nothing was run or written. "
             f"Allowed: one run per working directory: wait for it to end, or stop it (kill {holder.get('pid', '<pid>')}); "
             "a dry-run (-n) may run beside it") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps({"pid": os.getpid(), "invocation": invocation,
-                              "started": dt.datetime.now().astimezone().isoformat(timespec="seconds")}).encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "invocation": invocation,
+                                  "started": dt.datetime.now().astimezone().isoformat(timespec="seconds")}).encode(), 0)
+    except OSError:
+        pass  # a full disk: the lock holds all the same; only its holder's name is missing
     _held[str(root)] = fd
 
 

@@ -437,8 +437,24 @@ class Workflow:
             missing = self.preflight_problems(dag)
             if missing:
                 raise WorkflowError(preflight.report(missing))
+        if full := self.space_problems(dag):
+            raise WorkflowError("\n".join(full))
         MODEL_SET_MARKER.write_text(self.config["model_set"] + "\n")
         self.stash_last_good(dag)
+
+    def space_problems(self, dag) -> list[str]:
+        """Each folder the pending local jobs write (outputs, logs, benchmarks) can be written and has room for
+        what their records say they wrote last time (fourloops.space); checked before Snakemake deletes anything."""
+        from fourloops import space
+
+        wrote = {os.path.normpath(e["path"]): int(e.get("bytes") or 0)
+                 for r in self.records.records for e in r.entries("outputs")}
+        outputs = {}
+        for job in self.local_jobs(dag):
+            for f in [*job.output, *job.log, *([job.benchmark] if job.benchmark else [])]:
+                path = os.path.normpath(str(f))
+                outputs[path] = wrote.get(path, 0)
+        return space.problems(outputs)
 
     # ------------------------------------------------------------------- the last good outputs (keep)
     def _keep_files(self, job):

@@ -100,7 +100,10 @@ class HashCache:
 
     def save(self) -> None:
         if self._changed and self.file is not None:
-            io.write_json(self.file, {"schema": HASH_SCHEMA, "files": self.entries})
+            try:
+                io.write_json(self.file, {"schema": HASH_SCHEMA, "files": self.entries})
+            except OSError:
+                return  # a full or read-only disk: the cache is only a shortcut; the run's own check says why
             self._changed = False
 
 
