@@ -88,6 +88,11 @@ from fourloops.hef import precision_problem
 
 if _precision_problem := precision_problem(config["hef"], FOURLOOPS.machines):
     raise WorkflowError(f"invalid config (nothing was run or written):\n  {_precision_problem}")
+# The LoRA's resolution and target modules against the architecture descriptions, not minutes into the run.
+from fourloops.lora import config_problems as lora_config_problems
+
+if _lora_problems := lora_config_problems(config):
+    raise WorkflowError("invalid config (nothing was run or written):\n  " + "\n  ".join(_lora_problems))
 ASKS = FOURLOOPS.resources()
 LINEAGE = FOURLOOPS.lineage_param()
 # Before the DAG is built, outputs are checked against their provenance records (a corrupted one reruns),

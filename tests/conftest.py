@@ -53,6 +53,22 @@ def run_snakemake(workdir: Path, *args: str, env: dict | None = None, check: boo
     return proc
 
 
+def job_process(snakemake: subprocess.Popen, script: str, timeout: float = 120.0) -> int:
+    """The pid of the job process Snakemake started for `script` (its python runs .snakemake/scripts/*<script>)."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in psutil.Process(snakemake.pid).children(recursive=True):
+            try:
+                if any(arg.endswith(script) for arg in child.cmdline()):
+                    return child.pid
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.05)
+    raise AssertionError(f"no job running {script} appeared in {timeout} s")
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The smoke ladder from an empty working directory, with fake secrets in the environment."""

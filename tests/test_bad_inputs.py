@@ -142,6 +142,13 @@ CONFIG_CASES = [
     ("conditions:\n  E: {references: [0]}\n", "conditions.E: the key 'prompt' is missing"),
     ("keypoints:\n  weights: ''\n", "keypoints.weights = ''"),
     ("publish:\n  artifacts: [{path: /etc/passwd, kind: corpus}]\n", "publish.artifacts[0].path = '/etc/passwd'"),
+    ("publish:\n  artifacts: [{path: '**', kind: corpus}]\n", "publish.artifacts[0].path = '**': a glob whose first "
+     "folder is a pattern reaches the repository's own files; allowed: a file under results/ that a rule makes"),
+    ("publish:\n  artifacts: [{path: config/machines.yaml, kind: report}]\n", "publish.artifacts[0].path = "
+     "'config/machines.yaml': config/machines.yaml is a source file of the repository, not a workflow output: no rule "
+     "makes it and no --forcerun can"),
+    ("publish:\n  artifacts: [{path: ladder.csv, kind: corpus}]\n", "'ladder.csv': not a workflow output"),
+    ("publish:\n  artifacts: [{path: results/published/ladder.csv, kind: corpus}]\n", "the publication itself"),
     # cross-key checks (after defaults)
     ("generator:\n  precision: nf4\n  device: cpu\n", "generator.precision = 'nf4': not allowed with generator.device = 'cpu'"),
     ("conditions:\n  B: {references: [0, 91]}\n", "conditions.B.references[1] = 91"),

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, run_snakemake
+from conftest import REPO, SNAKEMAKE, job_process, run_snakemake, snakemake_env
 from fourloops import asks, lora, machines, walls
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.config import ConfigError, check_config, schema_with_slices
@@ -308,6 +309,59 @@ def test_bad_lora_config_is_refused_at_parse_time(tmp_path, lora_cfg, expect):
     assert msg.startswith("invalid config (nothing was run or written):")
 
 
+def filled(tmp_path: Path, lora_cfg: dict, **top) -> dict:
+    """The config as the workflow sees it after the schema check, with `lora_cfg` over the defaults."""
+    schema = tmp_path / "schema.yaml"
+    schema.write_text(yaml.safe_dump(schema_with_slices(REPO / "config" / "schema.yaml", REPO / "config" / "schema.d")))
+    from snakemake.utils import validate
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["lora"] = dict(lora_cfg)
+    config.update(top)
+    return check_config(config, schema, BACKENDS, SMOKE_BACKENDS, lambda c, p: validate(c, p))
+
+
+@pytest.mark.parametrize("lora_cfg,top,expect", [
+    ({"resolution": 500}, {}, "lora.resolution = 500: the omnigen2 model cannot take it; allowed: a multiple of 16 "
+                              "(patch 2 x VAE factor 8"),
+    ({"resolution": 500}, {"model_set": "smoke"}, "lora.resolution = 500"),
+    ({"target_modules": ["to_q", "to_qq"]}, {"model_set": "smoke"},
+     "lora.target_modules = ['to_q', 'to_qq']: ['to_qq'] name no Linear layer of the qwen_image_edit_plus transformer"),
+    ({"target_modules": ["to_qq"]}, {"generator": {"backend": "qwen_image_edit_plus"}}, "['to_qq'] name no Linear"),
+])
+def test_the_lora_config_is_held_to_the_architecture_descriptions(tmp_path, lora_cfg, top, expect):
+    problems = lora.config_problems(filled(tmp_path, lora_cfg, **top))
+    assert len(problems) == 1 and expect in problems[0], problems
+
+
+def test_the_default_lora_config_and_full_module_paths_pass(tmp_path):
+    assert lora.config_problems(filled(tmp_path, {})) == []
+    assert lora.config_problems(filled(tmp_path, {"target_modules": ["transformer_blocks.0.attn.to_q", "to_out.0"]},
+                                       model_set="smoke")) == []
+
+
+def test_the_described_lora_targets_are_the_transformer_classes_own():
+    """config/architectures lists the peft names; a class whose Linear layers differ fails here, not in a job."""
+    from fourloops import sizing
+
+    arch = sizing.architecture("qwen_image_transformer")
+    with torch.device("meta"):
+        model = sizing._class(arch["class"])(**arch["config"])
+    assert arch["lora_targets"] == lora.target_names(model)
+
+
+def test_a_target_module_the_transformer_lacks_is_refused_before_any_job(tmp_path):
+    cfg = tmp_path / "targets.yaml"
+    cfg.write_text("lora:\n  target_modules: [to_q, to_qq]\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_snakemake(work, f"--configfile={cfg}", "results/ladder.csv", check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "lora.target_modules = ['to_q', 'to_qq']: ['to_qq']" in out, out[-3000:]
+    assert "Traceback" not in out
+    assert not (work / "results").exists() and not (work / "models").exists()
+
+
 def test_more_records_than_pairs_is_refused_by_the_cli_before_any_job(tmp_path):
     cfg = tmp_path / "many.yaml"
     cfg.write_text("lora:\n  smoke:\n    count: 50\n")
@@ -366,6 +420,34 @@ def test_a_retrained_lora_makes_exactly_the_lora_conditions_stale(built_copy, tm
     where.write_text("lora:\n  profile: pod\n  checkpoint_every: 3\n  smoke: {checkpoint_every: 2}\n")
     proc = run_snakemake(built_copy, f"--configfile={where}", "-n", "results/ladder.csv")
     assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_a_failed_retrain_keeps_the_last_good_lora_byte_identical_and_d_still_uses_it(built_copy):
+    """Snakemake deletes the LoRA, its loss CSV and PNG and its record before the retrain runs (protected()
+    does not stop root); the training killed, all four come back byte for byte and D's views stay fresh."""
+    from fourloops import keep, verify
+
+    kept = ["results/lora/camera.safetensors", "results/lora/camera.loss.csv", "results/lora/camera.loss.png",
+            "results/provenance/lora_train/camera.json"]
+    before = {p: (built_copy / p).read_bytes() for p in kept}
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
+           "--directory", str(built_copy), "--forcerun", "lora_train", "--", "results/lora/camera.safetensors"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=snakemake_env(), start_new_session=True)
+    try:
+        pid = job_process(proc, "lora_train.py")
+        assert not (built_copy / kept[0]).exists()  # Snakemake removed the last LoRA before the job
+        os.kill(pid, signal.SIGKILL)
+        log, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0, log[-3000:]
+    assert "kept the last good results/lora/camera.safetensors" in log, log[-3000:]
+    assert {p: (built_copy / p).read_bytes() for p in kept} == before
+    assert not (built_copy / keep.STASH).exists()
+    assert verify.check(built_copy) == []               # D's generate record read exactly these bytes
+    assert "Nothing to be done" in run_snakemake(built_copy, "-n", "results/ladder.csv").stdout
 
 
 def test_the_trained_smoke_lora_loads_into_the_generator_and_changes_its_output(smoke_run, monkeypatch):

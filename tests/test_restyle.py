@@ -109,6 +109,9 @@ def refusal(tmp_path, extra: dict) -> str:
 @pytest.mark.parametrize("extra, expect", [
     ({"restyle": {"styles": {"ink": "  "}}}, "restyle.styles.ink = '  ': an empty instruction; allowed: the text"),
     ({"restyle": {"styles": {"ink": ""}}}, "restyle.styles.ink = '': an empty instruction"),
+    ({"restyle": {"styles": {"ink": "paint it " * 120}}}, "restyle.styles.ink = 'paint it paint it paint it paint it pain'"
+     "... (1080 bytes): longer than the text encoder can be sure to take; allowed: at most 1024 bytes"),
+    ({"restyle": {"styles": {"ink": "é" * 513}}}, "(1026 bytes)"),                    # bytes, not characters
     ({"restyle": {"azimuths": [0, 100]}}, "restyle.azimuths[1] = 100: no render at that azimuth; allowed: one of azimuths [0, 45"),
     ({"drift": {"regions": {"head": ["nose", "left_pinkie"]}}},
      "drift.regions.head[1] = 'left_pinkie': unknown joint; allowed: a COCO-17 name (nose, left_eye"),

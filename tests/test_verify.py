@@ -109,6 +109,44 @@ def test_paths_limit_the_check_to_the_jobs_that_make_them(chain):
         ("results/provenance/use/x.json", "results/c.txt", "missing")}
 
 
+def test_a_rewrite_in_place_that_keeps_size_and_mtime_is_read_again(chain):
+    """Eight bytes flipped in place, size and mtime set back: only the ctime tells (issue 20)."""
+    assert verify.check(chain) == []                           # the cache is warm now
+    c = chain / "results/c.txt"
+    st = c.stat()
+    with open(c, "r+b") as f:
+        f.write(b"GAMMA")
+    os.utime(c, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (c.stat().st_size, c.stat().st_mtime_ns, c.stat().st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    assert kinds(verify.check(chain)) == {("results/provenance/use/x.json", "results/c.txt", "edited")}
+
+
+USE_X = verify.Expected("results/provenance/use/x.json", ("results/c.txt",), "use", {"tag": "x"})
+MAKE = verify.Expected("results/provenance/make/make.json", ("results/a.txt", "results/b.txt"), "make")
+
+
+def test_an_output_whose_record_is_gone_is_unverified(chain):
+    assert verify.check(chain, expected=[MAKE, USE_X]) == []
+    os.remove(chain / "results/provenance/use/x.json")
+    assert verify.check(chain) == []                           # no record, nothing to hold it to
+    problems = verify.check(chain, expected=[MAKE, USE_X])
+    assert kinds(problems) == {("results/provenance/use/x.json", "results/c.txt", "unverified")}
+    assert verify.describe(problems) == ("use[tag=x] must run again (results/provenance/use/x.json): results/c.txt "
+                                         "unverified: its record results/provenance/use/x.json is missing "
+                                         "(1 of 1 outputs exist)")
+    os.remove(chain / "results/c.txt")                        # never made (or all gone): Snakemake's own case
+    assert verify.check(chain, expected=[MAKE, USE_X]) == []
+
+
+def test_an_input_the_run_makes_is_judged_after_its_producers_record_is_gone(chain):
+    """A killed `--forcerun make`: Snakemake deleted make's outputs and its record; `use` read them."""
+    for p in ("results/a.txt", "results/b.txt", "results/provenance/make/make.json"):
+        os.remove(chain / p)
+    assert verify.check(chain) == []                           # a.txt looks like a source nobody made
+    assert kinds(verify.check(chain, expected=[MAKE, USE_X])) == {
+        ("results/provenance/use/x.json", "results/a.txt", "input gone")}
+
+
 # --------------------------------------------------------------------------- the smoke workdir
 def test_the_finished_smoke_run_has_no_problem(built_copy):
     assert verify.check(built_copy) == []

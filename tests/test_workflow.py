@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FAKE_SECRETS, REPO, SNAKEMAKE, run_snakemake, snakemake_env
+from conftest import FAKE_SECRETS, REPO, SNAKEMAKE, job_process, run_snakemake, snakemake_env
 
 N_AZ = 8
 CONDITIONS = ("A", "B", "C", "D")  # D: A with the camera LoRA
@@ -310,6 +310,95 @@ def test_views_lost_to_a_killed_regenerate_are_rebuilt_not_ignored(built_copy):
     got = planned_jobs(proc)
     assert {r for r, _ in got} == {"generate", "keypoints_generated", "fit", "ladder"}, got
     assert ("generate", "condition=B") in got and not any(w in ("condition=A", "condition=C") for _, w in got)
+
+
+def test_a_job_killed_during_forcerun_leaves_a_hole_the_next_run_fills(built_copy):
+    """SIGKILL keypoints_generated[B] under --forcerun: Snakemake has deleted its 8 files and its record, and
+    alone it then answers "Nothing to be done". fit[B]'s record says it read those files: B is rebuilt."""
+    from fourloops import verify
+
+    points = sorted((built_copy / "results" / "keypoints" / "B").glob("az*.json"))
+    before = {f: f.read_bytes() for f in points}
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
+           "--directory", str(built_copy), "--forcerun", "keypoints_generated", "--",
+           "results/provenance/keypoints/B.json"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=snakemake_env(), start_new_session=True)
+    try:
+        os.kill(job_process(proc, "keypoints.py"), signal.SIGKILL)
+        log, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0, log[-3000:]
+    assert not any(f.exists() for f in points) and not (built_copy / "results/provenance/keypoints/B.json").exists()
+    dry = run_snakemake(built_copy, "-n", "results/ladder.csv")
+    out = dry.stdout + dry.stderr
+    assert "fit[source=B] must run again (results/provenance/fit/B.json): results/keypoints/B/az000.json input gone" \
+        in out, out[-3000:]
+    assert {("keypoints_generated", "kpset=B"), ("fit", "source=B"), ("ladder", "")} <= planned_jobs(dry)
+    run_snakemake(built_copy, "results/ladder.csv")
+    assert {f: f.read_bytes() for f in points} == before    # the detector is deterministic: the same bytes
+    assert verify.check(built_copy) == []
+    assert "Nothing to be done" in run_snakemake(built_copy, "-n", "results/ladder.csv").stdout
+
+
+def test_deleted_records_leave_every_output_unverified_and_a_truncated_file_is_rebuilt(built_copy):
+    """`rm -rf results/provenance` must not switch the output check off: every output the target uses is
+    unverified, so its job runs again, and a file truncated after that is rebuilt, not read by fit."""
+    import shutil
+
+    from fourloops import verify
+
+    points = built_copy / "results" / "keypoints" / "A" / "az090.json"
+    good = points.read_bytes()
+    shutil.rmtree(built_copy / "results" / "provenance")
+    os.truncate(points, 10)
+    dry = run_snakemake(built_copy, "-n", "results/fit/A.json")
+    out = dry.stdout + dry.stderr
+    assert "keypoints_generated[kpset=A] must run again (results/provenance/keypoints/A.json): " \
+           "results/keypoints/A/az000.json unverified: its record results/provenance/keypoints/A.json is missing" \
+        in out, out[-3000:]
+    assert {r for r, _ in planned_jobs(dry)} >= {"render", "generate", "keypoints_generated", "fit"}
+    proc = run_snakemake(built_copy, "results/fit/A.json")
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert points.read_bytes() == good
+    assert verify.check(built_copy, ["results/fit/A.json"]) == []
+    assert "Nothing to be done" in run_snakemake(built_copy, "-n", "results/fit/A.json").stdout
+
+
+def test_staleness_follows_bytes_a_touch_or_checkout_marks_nothing_and_an_edit_its_jobs(built_copy, tmp_path):
+    """The workflow's files copied with new mtimes (a checkout of the same bytes), then a script touched: every
+    job stays fresh (rerun-triggers in the profiles leave out Snakemake's script-mtime `code` trigger). A real
+    edit to scripts/fit.py marks exactly the fit jobs and what reads them, through their lineage digests."""
+    import shutil
+
+    wf = tmp_path / "checkout"
+    wf.mkdir()
+    for name in ("Snakefile", "rules", "scripts", "config", "profiles", "report", "envs"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, wf / name, copy_function=shutil.copy)  # shutil.copy: new mtimes, same bytes
+        else:
+            shutil.copy(src, wf / name)
+
+    def dry():
+        cmd = [SNAKEMAKE, "-s", str(wf / "Snakefile"), "--profile", str(wf / "profiles" / "smoke"),
+               "--directory", str(built_copy), "-n", "results/ladder.csv"]
+        return subprocess.run(cmd, capture_output=True, text=True, env=snakemake_env(), timeout=600, cwd=built_copy)
+
+    newest_output = max(f.stat().st_mtime for f in (built_copy / "results").rglob("*") if f.is_file())
+    assert (wf / "scripts" / "generate.py").stat().st_mtime > newest_output
+    proc = dry()
+    assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+    os.utime(wf / "scripts" / "generate.py", (time.time() + 60, time.time() + 60))
+    proc = dry()
+    assert "Nothing to be done" in proc.stdout, proc.stdout[-3000:]
+    with open(wf / "scripts" / "fit.py", "a") as f:
+        f.write("# an edit\n")
+    jobs = planned_jobs(dry())
+    assert {r for r, _ in jobs} == {"fit", "ladder"}, jobs
+    assert len([j for j in jobs if j[0] == "fit"]) == 6
 
 
 # ----------------------------------------------------------------------- clear words, nothing written

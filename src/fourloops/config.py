@@ -20,6 +20,11 @@ from fourloops.yamlcheck import key_path, show  # noqa: F401  (key_path: part of
 
 # Ladder names that the table uses for its own rows; a condition may not take them.
 RESERVED_SOURCES = ("floor", "floor_gt", "render")
+# A restyle instruction's bound, checked without a tokenizer: every token of a byte-level BPE (the Qwen2.5-VL
+# tokenizers of both backends' text encoders) covers at least one byte, so 1024 UTF-8 bytes are at most 1024
+# tokens, the longest max_sequence_length either pipeline takes (Qwen-Image-Edit's refuses more; OmniGen2's
+# is 1024 as fourloops.generate passes it).
+MAX_INSTRUCTION_BYTES = 1024
 
 
 class ConfigError(ValueError):
@@ -199,7 +204,34 @@ def semantic_errors(config: dict, backends: Iterable[str], smoke_backends: Itera
             messages.append(
                 f"conditions.{name}.prompt = {cond['prompt']!r}: the template must contain {{azimuth}}"
             )
-    return messages + restyle_errors(config) + lora_errors(config)
+    return messages + restyle_errors(config) + lora_errors(config) + publish_errors(config)
+
+
+def publish_errors(config: dict) -> list[str]:
+    """publish.artifacts are workflow outputs: paths, and globs bounded by a literal folder, under results/
+    (never the publication itself). A glob such as `**` would expand to the repository's own files."""
+    import glob
+    import os
+
+    messages = []
+    for i, entry in enumerate((config.get("publish") or {}).get("artifacts") or []):
+        path = os.path.normpath(entry["path"])
+        top = path.split(os.sep, 1)[0]
+        where = f"publish.artifacts[{i}].path = {entry['path']!r}"
+        if top != "results" or path == "results":
+            if glob.has_magic(top):
+                why = "a glob whose first folder is a pattern reaches the repository's own files"
+            elif top in ("config", "src", "rules", "scripts", "tests", "envs", "bench", "Snakefile", "README.md"):
+                why = (f"{path} is a source file of the repository, not a workflow output: no rule makes it and no "
+                       "--forcerun can; the manifest names the commit it is part of")
+            else:
+                why = "not a workflow output"
+            messages.append(f"{where}: {why}; allowed: a file under results/ that a rule makes, or a glob under a "
+                            "literal results/ folder (e.g. results/ladder.*, results/fit/*.json)")
+        elif path.split(os.sep)[1:2] == ["published"]:
+            messages.append(f"{where}: the publication itself; allowed: a workflow output under results/ "
+                            "(not results/published/)")
+    return messages
 
 
 def restyle_errors(config: dict) -> list[str]:
@@ -213,6 +245,10 @@ def restyle_errors(config: dict) -> list[str]:
         if not instruction.strip():
             messages.append(f"restyle.styles.{name} = {instruction!r}: an empty instruction; allowed: the text the "
                             "generator is asked to restyle the render with")
+        elif (size := len(instruction.encode("utf-8"))) > MAX_INSTRUCTION_BYTES:
+            messages.append(f"restyle.styles.{name} = {show(instruction[:40])}... ({size} bytes): longer than the text "
+                            f"encoder can be sure to take; allowed: at most {MAX_INSTRUCTION_BYTES} bytes (a byte-level "
+                            f"tokenizer makes at most one token a byte; both backends' encoders take {MAX_INSTRUCTION_BYTES} tokens)")
     for i, az in enumerate(restyle.get("azimuths") or []):
         if az not in azimuths:
             messages.append(f"restyle.azimuths[{i}] = {az}: no render at that azimuth; allowed: one of azimuths {azimuths}")
@@ -231,7 +267,7 @@ def restyle_errors(config: dict) -> list[str]:
 
 def lora_errors(config: dict) -> list[str]:
     """The camera LoRA slice (config/schema.d/lora.yaml): what its schema cannot say. The model-level
-    checks (target modules, the resolution the backend takes) run in the training job before any step."""
+    checks (target modules, the resolution the backend takes) are fourloops.lora.config_problems."""
     lora = config.get("lora")
     if not lora:
         return []

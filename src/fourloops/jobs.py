@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Iterator
 
-from fourloops import gpumem, lifeline, provenance
+from fourloops import gpumem, lifeline, provenance, space
 from fourloops.io import write_json
 
 
@@ -76,20 +76,27 @@ def job(smk) -> Iterator[JobContext]:
         cap = gpumem.apply_cap()
         if cap:
             ctx.record(**cap)
-    yield ctx
-    ctx.record(**nvml.stop())
-    outputs = [f for name, f in smk.output.items() if name != "provenance"]
-    record = provenance.build_record(
-        rule=smk.rule,
-        wildcards=_plain(smk.wildcards),
-        params=_plain(smk.params),
-        inputs=list(smk.input),
-        outputs=_flatten(outputs),
-        started=started,
-        wall_seconds=time.perf_counter() - t0,
-        fields=_plain(ctx.fields),
-    )
-    write_json(smk.output.provenance, record)
+    try:
+        yield ctx
+        ctx.record(**nvml.stop())
+        outputs = [f for name, f in smk.output.items() if name != "provenance"]
+        record = provenance.build_record(
+            rule=smk.rule,
+            wildcards=_plain(smk.wildcards),
+            params=_plain(smk.params),
+            inputs=list(smk.input),
+            outputs=_flatten(outputs),
+            started=started,
+            wall_seconds=time.perf_counter() - t0,
+            fields=_plain(ctx.fields),
+        )
+        write_json(smk.output.provenance, record)
+    except OSError as err:
+        outs = _flatten(f for _, f in smk.output.items()) or [smk.output.provenance]
+        line = space.one_line(err, os.path.dirname(outs[0]) or ".")  # a full or read-only disk: one line, no traceback
+        if line is None:
+            raise
+        raise SystemExit(f"rule {smk.rule}: {line}") from None
     if log_fh:
         log_fh.flush()
 

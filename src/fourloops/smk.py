@@ -64,6 +64,7 @@ class Workflow:
         self._params: dict = {}
         self._lineage: dict = {}
         self._producers: dict = {}
+        self._walks: dict = {}
         self.target: str | None = None  # `fourloops plan --machine`: the machine asked about, not config machine
 
     def machine_names(self) -> list[str]:
@@ -147,6 +148,29 @@ class Workflow:
 
     def requested_paths(self, targets) -> set[str]:
         """Every file the requested DAG reads or writes (outputs, logs and benchmarks included)."""
+        return self._requested(targets)[0]
+
+    def requested_jobs(self, targets) -> list:
+        """The jobs of the requested DAG that write a provenance record (fourloops.verify.Expected): each
+        record path with the job's other outputs, so the output check can hold an output to its record."""
+        from fourloops.verify import Expected
+
+        out = []
+        for rulename, wc in sorted(self._requested(targets)[1]):
+            rule = self.wf.get_rule(rulename)
+            outputs = [os.path.normpath(str(f)) for f in rule.expand_output(dict(wc))[0]]
+            made = [f for f in outputs if f.startswith(records.ROOT + os.sep)]
+            if rule.output and len(made) == 1:
+                out.append(Expected(made[0], tuple(f for f in outputs if f != made[0]), rulename, dict(wc)))
+        return out
+
+    def _requested(self, targets) -> tuple[set[str], set]:
+        key = tuple(targets)
+        if key not in self._walks:
+            self._walks[key] = self._walk(targets)
+        return self._walks[key]
+
+    def _walk(self, targets) -> tuple[set[str], set]:
         todo, seen, jobs = [], set(), set()
         for target in targets:
             if self.wf.is_rule(target):
@@ -172,7 +196,7 @@ class Workflow:
             if rule.output:
                 seen.update(os.path.normpath(str(f)) for f in rule.expand_output(wc)[0])
             todo.extend(("", {"path": p}) for p in self.inputs(rulename, wc))
-        return seen
+        return seen, jobs
 
     def unknown_target(self, target: str) -> str | None:
         """Why no rule makes `target`, when a rule's output pattern has its shape but a wildcard's value is
@@ -232,8 +256,9 @@ class Workflow:
 
     def check_outputs_before_the_dag(self) -> None:
         """Before Snakemake builds the DAG: every existing output the requested DAG uses is compared with the
-        sha256 its provenance record holds (fourloops.verify); a missing, truncated or edited one, or a job
-        whose inputs are gone, is forced to run again with everything downstream, and the run says why."""
+        sha256 its provenance record holds (fourloops.verify); a missing, truncated or edited one, an output
+        whose record is gone (unverified), or a job whose recorded inputs are gone, is forced to run again with
+        everything downstream, and the run says why."""
         wf = self.wf
         if not self.main_process():
             return  # a job's own Snakemake (remote or subprocess): the main run has checked
@@ -242,6 +267,7 @@ class Workflow:
         def prepare_checked(*args, **kwargs):
             from fourloops import verify
 
+            self.take_the_directory(kwargs)
             settings = wf.dag_settings
             if settings is not None:
                 targets = list(settings.targets) or ([wf.default_target] if wf.default_target else [])
@@ -250,7 +276,8 @@ class Workflow:
                     from snakemake.exceptions import WorkflowError
 
                     raise WorkflowError("\n".join(unknown) + "\nnothing was run or written.")
-                problems = verify.check(Path.cwd(), self.requested_paths(targets), index=self.records)
+                problems = verify.check(Path.cwd(), self.requested_paths(targets), index=self.records,
+                                        expected=self.requested_jobs(targets))
                 if problems:
                     import sys
 
@@ -261,6 +288,24 @@ class Workflow:
             return prepare(*args, **kwargs)
 
         wf._prepare_dag = prepare_checked
+
+    def take_the_directory(self, prepare_kwargs: dict) -> None:
+        """A run that will execute jobs (not a dry-run, not --nolock) holds the working directory for its life
+        (fourloops.runlock), refused at once when a live run holds it; holding it, it removes the staging folders
+        and temporaries that killed jobs left under results/."""
+        wf = self.wf
+        if wf.executor_plugin is None or wf.dryrun or prepare_kwargs.get("lock_warn_only") or prepare_kwargs.get("nolock"):
+            return
+        from snakemake.exceptions import WorkflowError
+
+        from fourloops import runlock
+
+        try:
+            runlock.hold(Path.cwd(), os.environ.get("FOURLOOPS_INVOCATION", ""))
+        except runlock.RunLockError as err:
+            raise WorkflowError(str(err)) from None
+        for path in runlock.clear_leftovers(Path.cwd()):
+            print(f"fourloops: removed {path}, left by a killed job", file=sys.stderr)
 
     # ---------------------------------------------------------------------------------------- asks
     def ask(self, rulename: str, wildcards: dict) -> asks.Ask:
@@ -401,8 +446,24 @@ class Workflow:
             missing = self.preflight_problems(dag)
             if missing:
                 raise WorkflowError(preflight.report(missing))
+        if full := self.space_problems(dag):
+            raise WorkflowError("\n".join(full))
         MODEL_SET_MARKER.write_text(self.config["model_set"] + "\n")
         self.stash_last_good(dag)
+
+    def space_problems(self, dag) -> list[str]:
+        """Each folder the pending local jobs write (outputs, logs, benchmarks) can be written and has room for
+        what their records say they wrote last time (fourloops.space); checked before Snakemake deletes anything."""
+        from fourloops import space
+
+        wrote = {os.path.normpath(e["path"]): int(e.get("bytes") or 0)
+                 for r in self.records.records for e in r.entries("outputs")}
+        outputs = {}
+        for job in self.local_jobs(dag):
+            for f in [*job.output, *job.log, *([job.benchmark] if job.benchmark else [])]:
+                path = os.path.normpath(str(f))
+                outputs[path] = wrote.get(path, 0)
+        return space.problems(outputs)
 
     # ------------------------------------------------------------------- the last good outputs (keep)
     def _keep_files(self, job):

@@ -5,13 +5,17 @@ edited keypoints file or views deleted by a killed job all count as up to date, 
 reads them. Here each record (fourloops.records) is compared with the disk:
 
 - every output it lists must exist with the recorded size and sha256 (missing / truncated / edited);
-- every input it lists that the workflow made (another record lists it as an output) must still
-  hold the bytes the job read (input gone / input changed): a job whose inputs are gone consumed
-  bytes nobody can reproduce from the disk.
+- every input it lists that the workflow made (another record lists it as an output, or a job of
+  the run makes it) must still hold the bytes the job read (input gone / input changed): a job whose
+  inputs are gone consumed bytes nobody can reproduce from the disk;
+- every job the run uses (`expected`) whose outputs exist must have its record: an output without
+  one is unverified (its record was deleted, or its job was killed after Snakemake removed it).
 
 Each problem names the record whose job must run again; the record file is itself an output of
-that job, so its path names the job to Snakemake. sha256 is cached by (path, size, mtime_ns, inode)
-in `.snakemake/fourloops-hashes.json`, so a warm check of a whole working directory reads no bytes.
+that job, so its path names the job to Snakemake. sha256 is cached by (path, size, mtime_ns,
+ctime_ns, inode) in `.snakemake/fourloops-hashes.json`, so a warm check of a whole working directory
+reads no bytes; the ctime, which no ordinary tool sets back, catches a rewrite in place that kept
+size and mtime.
 """
 
 from __future__ import annotations
@@ -26,9 +30,19 @@ from fourloops.io import sha256_file
 from fourloops.records import Record, norm
 
 HASH_CACHE = ".snakemake/fourloops-hashes.json"
-HASH_SCHEMA = "fourloops.hashes/1"
+HASH_SCHEMA = "fourloops.hashes/2"
 # What can be wrong, in the order describe() lists them.
-KINDS = ("unreadable record", "missing", "truncated", "edited", "input gone", "input changed")
+KINDS = ("unreadable record", "unverified", "missing", "truncated", "edited", "input gone", "input changed")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A job the run uses that writes a provenance record: the record's path and the job's other outputs."""
+
+    record: str
+    outputs: tuple[str, ...]
+    rule: str
+    wildcards: dict = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -52,7 +66,7 @@ class Problem:
 
 
 class HashCache:
-    """sha256 by (path, size, mtime_ns, inode); a changed key, or a file gone, drops the entry."""
+    """sha256 by (path, size, mtime_ns, ctime_ns, inode); a changed key, or a file gone, drops the entry."""
 
     def __init__(self, file: str | Path | None):
         """`file`: the cache's JSON file, or None for no cache (every file is read)."""
@@ -70,7 +84,7 @@ class HashCache:
             self.entries = {k: v for k, v in data["files"].items() if isinstance(v, dict)}
 
     def sha256(self, key: str, file: Path, st: os.stat_result) -> str:
-        want = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+        want = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino}
         entry = self.entries.get(key)
         if entry is not None and all(entry.get(k) == v for k, v in want.items()) and "sha256" in entry:
             return entry["sha256"]
@@ -86,7 +100,10 @@ class HashCache:
 
     def save(self) -> None:
         if self._changed and self.file is not None:
-            io.write_json(self.file, {"schema": HASH_SCHEMA, "files": self.entries})
+            try:
+                io.write_json(self.file, {"schema": HASH_SCHEMA, "files": self.entries})
+            except OSError:
+                return  # a full or read-only disk: the cache is only a shortcut; the run's own check says why
             self._changed = False
 
 
@@ -99,6 +116,11 @@ def _wanted(record: Record, paths: set[str]) -> bool:
         if str(out) in paths or any(str(parent) in paths for parent in out.parents):
             return True
     return False
+
+
+def _made(path: str, outputs: set[str]) -> bool:
+    """Is `path` an output of a job of the run, or a file under a directory output?"""
+    return path in outputs or any(str(parent) in outputs for parent in Path(path).parents)
 
 
 def _depths(index: records.ProvenanceIndex) -> dict[str, tuple[int, str]]:
@@ -121,12 +143,15 @@ def check(
     use_cache: bool = True,
     cache: HashCache | None = None,
     index: records.ProvenanceIndex | None = None,
+    expected: Iterable[Expected] = (),
 ) -> list[Problem]:
     """Every problem of every record under results/provenance (or, given `paths`, of the records
     whose job makes one of those paths: files, directories or record files, relative to `workdir`).
 
     `use_cache=False` reads every byte again and leaves the cache file alone; `cache` passes one in
-    (to count what was read: `cache.hashed`); `index` passes the records already read.
+    (to count what was read: `cache.hashed`); `index` passes the records already read. `expected`:
+    the jobs the run uses; an existing output of one whose record is absent is unverified, and a
+    recorded input that one of them makes is judged even when its producer's record is gone.
     """
     workdir = Path(workdir)
     index = index if index is not None else records.index(workdir)
@@ -134,6 +159,8 @@ def check(
     if cache is None:
         cache = HashCache(workdir / HASH_CACHE if use_cache else None)
     problems: list[Problem] = []
+    expected = list(expected)
+    made = {norm(p) for job in expected for p in (job.record, *job.outputs)}
 
     def current(path: str) -> tuple[os.stat_result | None, str | None]:
         """(stat, sha256) of `path` now; (None, None) when it is not a file."""
@@ -151,6 +178,15 @@ def check(
         if wanted is None or norm(unreadable) in wanted:
             problems.append(Problem(unreadable, "unreadable record", "not a JSON object", unreadable,
                                     Path(unreadable).parent.name))
+    have = {norm(r.path) for r in index.records} | {norm(p) for p in index.unreadable}
+    for job in expected:
+        if norm(job.record) in have:
+            continue
+        present = [p for p in job.outputs if (workdir / p).exists()]
+        if present:
+            problems.append(Problem(norm(present[0]), "unverified",
+                                    f"its record {job.record} is missing ({len(present)} of {len(job.outputs)} "
+                                    "outputs exist)", job.record, job.rule, dict(job.wildcards)))
     order = _depths(index)
     for record in sorted(index.records, key=lambda r: order[r.path]):
         if wanted is not None and not _wanted(record, wanted):
@@ -179,7 +215,7 @@ def check(
                 problem(path, "edited", f"sha256 {str(now)[:12]}, recorded {str(sha)[:12]}")
         for entry in record.entries("inputs"):
             path, sha = norm(entry["path"]), entry.get("sha256")
-            if not index.producers(path):
+            if not index.producers(path) and not _made(path, made):
                 continue         # a file no job made (a source, a user's checkpoint): not ours to judge
             st, now = current(path)
             if st is None:

@@ -38,4 +38,5 @@ def needs(params: dict) -> list:
     return [Need("dfc", params["hef"].get("dfc_wheel") or "", rule="hef_compile")]
 
 
-STAGE = Stage(name="hef_compile", rules=("hef_compile",), profile="container", ask=ask, needs=needs)
+STAGE = Stage(name="hef_compile", rules=("hef_compile",), profile="container", ask=ask, needs=needs,
+              keep_last_good=True)

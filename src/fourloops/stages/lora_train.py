@@ -62,4 +62,4 @@ def measures(record: dict) -> str | None:
 
 
 STAGE = Stage(name="lora_train", rules=("lora_train",), profile="desk", profile_of=profile_of, ask=ask, needs=needs,
-              measures=measures)
+              measures=measures, keep_last_good=True)
