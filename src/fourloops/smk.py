@@ -59,6 +59,10 @@ class Workflow:
         self._params: dict = {}
         self._lineage: dict = {}
         self._producers: dict = {}
+        self._inputs: dict = {}
+        self._outputs: dict = {}
+        self._output_index = None  # Snakemake's own index of the rules' products, built on first use
+        self._slurm: dict = {}
         self.target: str | None = None  # `fourloops plan --machine`: the machine asked about, not config machine
 
     # ---------------------------------------------------------------------------- rules and params
@@ -81,23 +85,37 @@ class Workflow:
                 if callable(value):
                     value, _ = rule.apply_input_function(
                         value, wildcards, input=lambda: list(self.inputs(rulename, wildcards)),
-                        output=lambda: list(rule.expand_output(wildcards)[0]),
+                        output=lambda: list(self.outputs(rulename, wildcards)),
                     )
                 out[name] = value
             self._params[key] = out
         return self._params[key]
 
     def inputs(self, rulename: str, wildcards: dict) -> list[str]:
-        rule = self.wf.get_rule(rulename)
-        files, *_ = rule.expand_input(wildcards)
-        return [str(f) for f in files]
+        """A job's input files, expanded once (the output check's walk and lineage both ask)."""
+        key = (rulename, tuple(sorted(wildcards.items())))
+        if key not in self._inputs:
+            files, *_ = self.wf.get_rule(rulename).expand_input(wildcards)
+            self._inputs[key] = [str(f) for f in files]
+        return self._inputs[key]
+
+    def outputs(self, rulename: str, wildcards: dict) -> list:
+        """A job's output files (Snakemake's own objects), expanded once."""
+        key = (rulename, tuple(sorted(wildcards.items())))
+        if key not in self._outputs:
+            self._outputs[key] = list(self.wf.get_rule(rulename).expand_output(wildcards)[0])
+        return self._outputs[key]
 
     def producers(self, path: str) -> list[tuple[str, dict]]:
         """(rule, wildcards) of the jobs that would make `path` (none for a source file)."""
         if path not in self._producers:
+            if self._output_index is None:
+                from snakemake.output_index import OutputIndex
+
+                self._output_index = OutputIndex(self.wf.rules)
             found = []
-            for rule in self.wf.rules:
-                if rule.output and rule.is_producer(path):
+            for rule in self._output_index.match_producers(path):
+                if rule.output:
                     found.append((rule.name, dict(rule.get_wildcards(path))))
             self._producers[path] = sorted(found, key=lambda x: x[0])
         return self._producers[path]
@@ -159,9 +177,8 @@ class Workflow:
             if key in jobs:
                 continue
             jobs.add(key)
-            rule = self.wf.get_rule(rulename)
-            if rule.output:
-                seen.update(os.path.normpath(str(f)) for f in rule.expand_output(wc)[0])
+            if self.wf.get_rule(rulename).output:
+                seen.update(os.path.normpath(str(f)) for f in self.outputs(rulename, wc))
             todo.extend(("", {"path": p}) for p in self.inputs(rulename, wc))
         return seen
 
@@ -266,6 +283,7 @@ class Workflow:
         if machine_name != self.target:
             self.target = machine_name
             self._asks.clear()
+            self._slurm.clear()
 
     def resources(self) -> dict:
         """The `resources:` every rule declares (`resources: **ASKS`): the scheduler's numbers and the profile tag."""
@@ -307,15 +325,20 @@ class Workflow:
         return found[0]
 
     def slurm_request(self, rulename: str, wildcards: dict) -> dict | None:
-        """The plugin's resources for one job (None: not under the slurm executor, or it runs here)."""
+        """The plugin's resources for one job (None: not under the slurm executor, or it runs here); each
+        job's five resources ask this, so it is placed once."""
+        if self.executor() != "slurm":  # fourloops.slurm.EXECUTOR, without importing it for every job
+            return None
         from fourloops import slurm
 
-        if self.executor() != slurm.EXECUTOR:
-            return None
-        c = slurm.cluster(self.machines, self.slurm_cluster())
-        job = walls.PendingJob(rulename, "", self.profile(rulename, wildcards), self.ask(rulename, wildcards), wildcards)
-        p = None if slurm.runs_here(job, c) else slurm.partition_for(job, c)
-        return None if p is None else slurm.request(job.ask, p, c)
+        key = (rulename, tuple(sorted(wildcards.items())))
+        if key not in self._slurm:
+            c = slurm.cluster(self.machines, self.slurm_cluster())
+            job = walls.PendingJob(rulename, "", self.profile(rulename, wildcards), self.ask(rulename, wildcards),
+                                   wildcards)
+            p = None if slurm.runs_here(job, c) else slurm.partition_for(job, c)
+            self._slurm[key] = None if p is None else slurm.request(job.ask, p, c)
+        return self._slurm[key]
 
     # ------------------------------------------------------------------------------ before any job
     def executor(self) -> str | None:
