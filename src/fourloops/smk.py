@@ -61,7 +61,7 @@ class Workflow:
         self._producers: dict = {}
         self._inputs: dict = {}
         self._outputs: dict = {}
-        self._output_index = None  # Snakemake's own index of the rules' products, built on first use
+        self._products = None  # the rules' output patterns by constant prefix, built on first use
         self._slurm: dict = {}
         self.target: str | None = None  # `fourloops plan --machine`: the machine asked about, not config machine
 
@@ -109,14 +109,25 @@ class Workflow:
     def producers(self, path: str) -> list[tuple[str, dict]]:
         """(rule, wildcards) of the jobs that would make `path` (none for a source file)."""
         if path not in self._producers:
-            if self._output_index is None:
-                from snakemake.output_index import OutputIndex
+            if self._products is None:
+                from snakemake.common.prefix_lookup import PrefixLookup
 
-                self._output_index = OutputIndex(self.wf.rules)
+                # every product (output, log, benchmark) of every rule with outputs by its constant prefix, as
+                # Snakemake's OutputIndex keeps them, but per pattern: a path is matched only against the patterns
+                # whose constant prefix and suffix it has, the only ones that can match it
+                self._products = PrefixLookup([
+                    (str(o.constant_prefix()), (rule, str(o.constant_suffix()), i, o))
+                    for rule in self.wf.rules if rule.output for i, o in enumerate(rule.products())])
+            matched: dict = {}  # rule -> [(index of the pattern in rule.products(), its wildcards)]
+            for _, (rule, suffix, i, o) in self._products.match_iter(path):
+                if path.endswith(suffix) and (m := o.match(path)):
+                    matched.setdefault(rule, []).append((i, m.groupdict()))
             found = []
-            for rule in self._output_index.match_producers(path):
-                if rule.output:
-                    found.append((rule.name, dict(rule.get_wildcards(path))))
+            for rule, matches in matched.items():
+                # Rule.get_wildcards on those patterns: the first match with the shortest wildcard values
+                _, wildcards = min(sorted(matches, key=lambda m: m[0]), key=lambda m: rule.get_wildcard_len(m[1]))
+                rule.check_wildcards(wildcards)
+                found.append((rule.name, dict(wildcards)))
             self._producers[path] = sorted(found, key=lambda x: x[0])
         return self._producers[path]
 
