@@ -22,6 +22,7 @@ from fourloops.stage import AskContext, Stage, stage_for
 _BY_WORKFLOW: dict[int, "Workflow"] = {}
 MODEL_SET_MARKER = Path(".fourloops-model-set")
 LINEAGE_PARAM = "lineage"
+SLURM_RESOURCES = ("slurm_partition", "gpu", "gpu_model", "gres", "constraint")  # snakemake-executor-plugin-slurm's
 
 
 def _calling_rule() -> str:
@@ -95,7 +96,10 @@ class Workflow:
         """A job's input files, expanded once (the output check's walk and lineage both ask)."""
         key = (rulename, tuple(sorted(wildcards.items())))
         if key not in self._inputs:
-            files, *_ = self.wf.get_rule(rulename).expand_input(wildcards)
+            # the job Snakemake has made for them already holds the same expansion (Job.__init__ expands them)
+            job = getattr(getattr(getattr(self.wf, "dag", None), "job_factory", None), "cache", {}).get(
+                (rulename, *key[1]))
+            files = job.input if job is not None else self.wf.get_rule(rulename).expand_input(wildcards)[0]
             self._inputs[key] = [str(f) for f in files]
         return self._inputs[key]
 
@@ -261,6 +265,7 @@ class Workflow:
         def prepare_checked(*args, **kwargs):
             from fourloops import verify
 
+            self.drop_slurm_resources()
             settings = wf.dag_settings
             if settings is not None:
                 targets = list(settings.targets) or ([wf.default_target] if wf.default_target else [])
@@ -269,7 +274,8 @@ class Workflow:
                     from snakemake.exceptions import WorkflowError
 
                     raise WorkflowError("\n".join(unknown) + "\nnothing was run or written.")
-                problems = verify.check(Path.cwd(), self.requested_paths(targets), index=self.records)
+                problems = verify.check(Path.cwd(), self.requested_paths(targets), index=self.records) if (
+                    self.records.records or self.records.unreadable) else []  # no record: no walk of the DAG
                 if problems:
                     import sys
 
@@ -316,8 +322,24 @@ class Workflow:
             return value
 
         out = {"profile": profile, "mem_mb": mem_mb, "vram_mb": vram_mb}
-        out.update({k: slurm_request(k) for k in ("slurm_partition", "gpu", "gpu_model", "gres", "constraint")})
+        out.update({k: slurm_request(k) for k in SLURM_RESOURCES})
         return out
+
+    def drop_slurm_resources(self) -> None:
+        """Under any executor but slurm the plugin's resources are None for every job: take them off the
+        rules before the DAG, so Snakemake does not evaluate five resources per job for nothing. (The executor
+        is known only once the DAG is about to be built, after the rules are declared.)"""
+        from snakemake.resources import Resources
+
+        if self.executor() == "slurm":
+            return
+        for rule in self.wf.rules:
+            if any(name in rule.resources for name in SLURM_RESOURCES):
+                kept = Resources()
+                for name, value in rule.resources.items():
+                    if name not in SLURM_RESOURCES:
+                        kept[name] = value
+                rule.resources = kept
 
     def slurm_cluster(self) -> str | None:
         """The cluster a run under the slurm executor targets: config machine when it names one, else the
