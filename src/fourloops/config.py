@@ -11,6 +11,7 @@ from __future__ import annotations
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
 import copy
+import json
 import string
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -32,6 +33,8 @@ class ConfigError(ValueError):
 
 
 def load_schema(path: str | Path) -> dict:
+    if Path(path).suffix == ".json":  # the merged schema rules/common.smk writes (YAML 1.1 reads 1e-06 as text)
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     return yamlcheck.load(path)
 
 

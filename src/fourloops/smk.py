@@ -22,6 +22,7 @@ from fourloops.stage import AskContext, Stage, stage_for
 _BY_WORKFLOW: dict[int, "Workflow"] = {}
 MODEL_SET_MARKER = Path(".fourloops-model-set")
 LINEAGE_PARAM = "lineage"
+SLURM_RESOURCES = ("slurm_partition", "gpu", "gpu_model", "gres", "constraint")  # snakemake-executor-plugin-slurm's
 
 
 def _calling_rule() -> str:
@@ -65,6 +66,10 @@ class Workflow:
         self._lineage: dict = {}
         self._producers: dict = {}
         self._walks: dict = {}
+        self._inputs: dict = {}
+        self._outputs: dict = {}
+        self._products = None  # the rules' output patterns by constant prefix, built on first use
+        self._slurm: dict = {}
         self.target: str | None = None  # `fourloops plan --machine`: the machine asked about, not config machine
 
     def machine_names(self) -> list[str]:
@@ -91,24 +96,52 @@ class Workflow:
                 if callable(value):
                     value, _ = rule.apply_input_function(
                         value, wildcards, input=lambda: list(self.inputs(rulename, wildcards)),
-                        output=lambda: list(rule.expand_output(wildcards)[0]),
+                        output=lambda: list(self.outputs(rulename, wildcards)),
                     )
                 out[name] = value
             self._params[key] = out
         return self._params[key]
 
     def inputs(self, rulename: str, wildcards: dict) -> list[str]:
-        rule = self.wf.get_rule(rulename)
-        files, *_ = rule.expand_input(wildcards)
-        return [str(f) for f in files]
+        """A job's input files, expanded once (the output check's walk and lineage both ask)."""
+        key = (rulename, tuple(sorted(wildcards.items())))
+        if key not in self._inputs:
+            # the job Snakemake has made for them already holds the same expansion (Job.__init__ expands them)
+            job = getattr(getattr(getattr(self.wf, "dag", None), "job_factory", None), "cache", {}).get(
+                (rulename, *key[1]))
+            files = job.input if job is not None else self.wf.get_rule(rulename).expand_input(wildcards)[0]
+            self._inputs[key] = [str(f) for f in files]
+        return self._inputs[key]
+
+    def outputs(self, rulename: str, wildcards: dict) -> list:
+        """A job's output files (Snakemake's own objects), expanded once."""
+        key = (rulename, tuple(sorted(wildcards.items())))
+        if key not in self._outputs:
+            self._outputs[key] = list(self.wf.get_rule(rulename).expand_output(wildcards)[0])
+        return self._outputs[key]
 
     def producers(self, path: str) -> list[tuple[str, dict]]:
         """(rule, wildcards) of the jobs that would make `path` (none for a source file)."""
         if path not in self._producers:
+            if self._products is None:
+                from snakemake.common.prefix_lookup import PrefixLookup
+
+                # every product (output, log, benchmark) of every rule with outputs by its constant prefix, as
+                # Snakemake's OutputIndex keeps them, but per pattern: a path is matched only against the patterns
+                # whose constant prefix and suffix it has, the only ones that can match it
+                self._products = PrefixLookup([
+                    (str(o.constant_prefix()), (rule, str(o.constant_suffix()), i, o))
+                    for rule in self.wf.rules if rule.output for i, o in enumerate(rule.products())])
+            matched: dict = {}  # rule -> [(index of the pattern in rule.products(), its wildcards)]
+            for _, (rule, suffix, i, o) in self._products.match_iter(path):
+                if path.endswith(suffix) and (m := o.match(path)):
+                    matched.setdefault(rule, []).append((i, m.groupdict()))
             found = []
-            for rule in self.wf.rules:
-                if rule.output and rule.is_producer(path):
-                    found.append((rule.name, dict(rule.get_wildcards(path))))
+            for rule, matches in matched.items():
+                # Rule.get_wildcards on those patterns: the first match with the shortest wildcard values
+                _, wildcards = min(sorted(matches, key=lambda m: m[0]), key=lambda m: rule.get_wildcard_len(m[1]))
+                rule.check_wildcards(wildcards)
+                found.append((rule.name, dict(wildcards)))
             self._producers[path] = sorted(found, key=lambda x: x[0])
         return self._producers[path]
 
@@ -158,7 +191,7 @@ class Workflow:
         out = []
         for rulename, wc in sorted(self._requested(targets)[1]):
             rule = self.wf.get_rule(rulename)
-            outputs = [os.path.normpath(str(f)) for f in rule.expand_output(dict(wc))[0]]
+            outputs = [os.path.normpath(str(f)) for f in self.outputs(rulename, dict(wc))]
             made = [f for f in outputs if f.startswith(records.ROOT + os.sep)]
             if rule.output and len(made) == 1:
                 out.append(Expected(made[0], tuple(f for f in outputs if f != made[0]), rulename, dict(wc)))
@@ -192,9 +225,8 @@ class Workflow:
             if key in jobs:
                 continue
             jobs.add(key)
-            rule = self.wf.get_rule(rulename)
-            if rule.output:
-                seen.update(os.path.normpath(str(f)) for f in rule.expand_output(wc)[0])
+            if self.wf.get_rule(rulename).output:
+                seen.update(os.path.normpath(str(f)) for f in self.outputs(rulename, wc))
             todo.extend(("", {"path": p}) for p in self.inputs(rulename, wc))
         return seen, jobs
 
@@ -268,6 +300,7 @@ class Workflow:
             from fourloops import verify
 
             self.take_the_directory(kwargs)
+            self.drop_slurm_resources()
             settings = wf.dag_settings
             if settings is not None:
                 targets = list(settings.targets) or ([wf.default_target] if wf.default_target else [])
@@ -320,6 +353,7 @@ class Workflow:
         if machine_name != self.target:
             self.target = machine_name
             self._asks.clear()
+            self._slurm.clear()
 
     def resources(self) -> dict:
         """The `resources:` every rule declares (`resources: **ASKS`): the scheduler's numbers and the profile tag."""
@@ -341,8 +375,24 @@ class Workflow:
             return value
 
         out = {"profile": profile, "mem_mb": mem_mb, "vram_mb": vram_mb}
-        out.update({k: slurm_request(k) for k in ("slurm_partition", "gpu", "gpu_model", "gres", "constraint")})
+        out.update({k: slurm_request(k) for k in SLURM_RESOURCES})
         return out
+
+    def drop_slurm_resources(self) -> None:
+        """Under any executor but slurm the plugin's resources are None for every job: take them off the
+        rules before the DAG, so Snakemake does not evaluate five resources per job for nothing. (The executor
+        is known only once the DAG is about to be built, after the rules are declared.)"""
+        from snakemake.resources import Resources
+
+        if self.executor() == "slurm":
+            return
+        for rule in self.wf.rules:
+            if any(name in rule.resources for name in SLURM_RESOURCES):
+                kept = Resources()
+                for name, value in rule.resources.items():
+                    if name not in SLURM_RESOURCES:
+                        kept[name] = value
+                rule.resources = kept
 
     def slurm_cluster(self) -> str | None:
         """The cluster a run under the slurm executor targets: config machine when it names one, else the
@@ -361,15 +411,20 @@ class Workflow:
         return found[0]
 
     def slurm_request(self, rulename: str, wildcards: dict) -> dict | None:
-        """The plugin's resources for one job (None: not under the slurm executor, or it runs here)."""
+        """The plugin's resources for one job (None: not under the slurm executor, or it runs here); each
+        job's five resources ask this, so it is placed once."""
+        if self.executor() != "slurm":  # fourloops.slurm.EXECUTOR, without importing it for every job
+            return None
         from fourloops import slurm
 
-        if self.executor() != slurm.EXECUTOR:
-            return None
-        c = slurm.cluster(self.machines, self.slurm_cluster())
-        job = walls.PendingJob(rulename, "", self.profile(rulename, wildcards), self.ask(rulename, wildcards), wildcards)
-        p = None if slurm.runs_here(job, c) else slurm.partition_for(job, c)
-        return None if p is None else slurm.request(job.ask, p, c)
+        key = (rulename, tuple(sorted(wildcards.items())))
+        if key not in self._slurm:
+            c = slurm.cluster(self.machines, self.slurm_cluster())
+            job = walls.PendingJob(rulename, "", self.profile(rulename, wildcards), self.ask(rulename, wildcards),
+                                   wildcards)
+            p = None if slurm.runs_here(job, c) else slurm.partition_for(job, c)
+            self._slurm[key] = None if p is None else slurm.request(job.ask, p, c)
+        return self._slurm[key]
 
     # ------------------------------------------------------------------------------ before any job
     def executor(self) -> str | None:

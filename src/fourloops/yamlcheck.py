@@ -24,8 +24,8 @@ class YamlError(ValueError):
 
 
 # ------------------------------------------------------------------------------------- reading
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
+class _Strict:
+    """A SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -49,6 +49,29 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+class _StrictLoader(_Strict, yaml.SafeLoader):
+    pass
+
+
+# libyaml's parser when PyYAML has it (several times faster; same resolver and constructor, so the same data).
+# Only a file it refuses is read again by the pure-Python parser, whose messages (line, problem) the checks show.
+_FAST_SAFE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _FastStrictLoader(_Strict, _FAST_SAFE):
+    pass
+
+
+def _parsed(text: str, fast, slow, parse=yaml.load):
+    """`parse(text, Loader=fast)`; on any YAML error, `parse(text, Loader=slow)` (its error, in its words)."""
+    if fast is not slow:
+        try:
+            return parse(text, Loader=fast)  # noqa: S506 - SafeLoader subclasses
+        except yaml.YAMLError:
+            pass
+    return parse(text, Loader=slow)  # noqa: S506
+
+
 def _where(path: Path, mark) -> str:
     return f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(path)
 
@@ -64,7 +87,7 @@ def load(path: str | Path) -> Any:
     except UnicodeDecodeError as err:
         raise YamlError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return _parsed(text, _FastStrictLoader, _StrictLoader)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         problem = err.problem or err.context or "not valid YAML"
@@ -89,7 +112,7 @@ def load_problem(path: str | Path) -> str | None:
 def load_lenient(path: str | Path) -> Any:
     """The data as Snakemake reads it (a repeated key keeps its last value); YamlError if malformed."""
     try:
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        return _parsed(Path(path).read_text(encoding="utf-8"), _FAST_SAFE, yaml.SafeLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise YamlError(f"{path}: {err}") from None
 
@@ -97,7 +120,7 @@ def load_lenient(path: str | Path) -> Any:
 def key_lines(path: str | Path) -> dict[tuple, int]:
     """Key path (tuple of keys and list indices) -> the line (1-based) of its value in the file."""
     try:
-        root = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+        root = _parsed(Path(path).read_text(encoding="utf-8"), _FAST_SAFE, yaml.SafeLoader, parse=yaml.compose)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return {}
     out: dict[tuple, int] = {}

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from fourloops.camera import OrbitCamera
+from typing import TYPE_CHECKING
+
 from fourloops.io import write_json
 from fourloops.stage import Stage
 
+if TYPE_CHECKING:  # the stage registry imports this module at parse time: numpy only in the job
+    from fourloops.camera import OrbitCamera
+
 
 def camera_from(camera: dict, center) -> OrbitCamera:
+    from fourloops.camera import OrbitCamera
+
     return OrbitCamera(
         distance_m=float(camera["distance_m"]),
         elevation_deg=float(camera["elevation_deg"]),
