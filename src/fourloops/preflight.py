@@ -36,6 +36,19 @@ class Need:
         return (self.kind, self.what, self.revision)
 
 
+def generator_needs(gen: dict, rule: str) -> list[Need]:
+    """A real generator load: its device, its package, its weights (a local directory or a hub snapshot). Here, not
+    in the generate stage, so the LoRA stages that load the same generator's parts need nothing of its inference."""
+    out = [Need("device", gen["device"], rule=rule)]
+    if gen["backend"] == "omnigen2":
+        out.append(Need("package", "omnigen2", rule=rule))
+    if Path(os.path.expanduser(gen["model"])).is_dir():
+        out.append(Need("model_dir", os.path.expanduser(gen["model"]), rule=rule))
+    else:
+        out.append(Need("hf_model", gen["model"], gen["revision"], rule=rule))
+    return out
+
+
 def hf_home() -> str:
     return os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
 

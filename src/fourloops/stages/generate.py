@@ -155,24 +155,10 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
     )
 
 
-def generator_needs(gen: dict, rule: str) -> list:
-    """A real generator load: its device, its package, its weights (a local directory or a hub snapshot)."""
-    from fourloops.preflight import Need
-
-    out = [Need("device", gen["device"], rule=rule)]
-    if gen["backend"] == "omnigen2":
-        out.append(Need("package", "omnigen2", rule=rule))
-    if Path(os.path.expanduser(gen["model"])).is_dir():
-        out.append(Need("model_dir", os.path.expanduser(gen["model"]), rule=rule))
-    else:
-        out.append(Need("hf_model", gen["model"], gen["revision"], rule=rule))
-    return out
-
-
 def needs(params: dict) -> list:
     """The generator's needs; a `lora: true` condition also loads peft (its LoRA file is an input the DAG makes,
     not something the machine must hold beforehand)."""
-    from fourloops.preflight import Need
+    from fourloops.preflight import Need, generator_needs
 
     out = generator_needs(params["job"]["generator"], "generate")
     if params["job"].get("lora"):

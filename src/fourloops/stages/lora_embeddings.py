@@ -32,7 +32,7 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
 def needs(params: dict) -> list:
     """The generator's own needs (device, package, weights): its text encoder loads from the same place."""
-    from fourloops.stages.generate import generator_needs
+    from fourloops.preflight import generator_needs
 
     return generator_needs(params["job"], "lora_embeddings")
 

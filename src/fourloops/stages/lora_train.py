@@ -42,8 +42,7 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
 def needs(params: dict) -> list:
     """The generator's own needs (device, package, weights), and bitsandbytes for 8-bit AdamW on CUDA."""
-    from fourloops.preflight import Need
-    from fourloops.stages.generate import generator_needs
+    from fourloops.preflight import Need, generator_needs
 
     job = params["train"]
     out = generator_needs(job, "lora_train")

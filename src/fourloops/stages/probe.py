@@ -24,7 +24,6 @@ from typing import Callable
 
 from fourloops.io import write_json
 from fourloops.stage import AskContext, Stage
-from fourloops.stages.generate import generator_needs
 from fourloops.stages.keypoints import detector_needs
 
 GIB = 2**30
@@ -455,6 +454,8 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
 
 def needs(params: dict) -> list:
+    from fourloops.preflight import generator_needs
+
     return generator_needs(params["generator"], "probe_model") + detector_needs(params["detector"], "probe_model")
 
 
