@@ -86,7 +86,7 @@ def test_cpu_jobs_ask_no_vram_and_no_device():
 
 
 def test_the_nf4_format_the_asks_assume_is_the_one_the_generator_loads():
-    from fourloops.generate import NF4_DOUBLE_QUANT
+    from fourloops.loading import NF4_DOUBLE_QUANT
 
     for backend, double in NF4_DOUBLE_QUANT.items():
         assert FACTS["models"][backend]["nf4_format"] == ("nf4_dq" if double else "nf4"), backend

@@ -20,6 +20,7 @@ from conftest import REPO, run_snakemake
 from fourloops import asks, lora, machines, walls
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.config import ConfigError, check_config, schema_with_slices
+from fourloops.lora_file import LORA_METADATA_KEY, LORA_TARGET_MODULES
 
 torch.set_num_threads(1)
 
@@ -220,7 +221,7 @@ def test_census_in_the_provenance_matches_the_saved_file_and_its_contract(smoke_
     assert census["lora_tensors"] == len(lora_keys) == 2 * census["lora_layers"]
     assert census["trainable_parameters"] == sum(t.numel() for t in tensors.values()) == census["live_trainable_parameters"]
     with safe_open(str(path), framework="pt") as fh:
-        meta = json.loads(fh.metadata()[lora.META_KEY])
+        meta = json.loads(fh.metadata()[LORA_METADATA_KEY])
     assert set(meta) == CONTRACT_KEYS and meta == prov["lora_metadata"]
     assert meta["target_modules"] == ["to_q", "to_k", "to_v", "to_out.0"] and meta["model_set"] == "smoke"
     assert {re.sub(r".*\.(to_q|to_k|to_v|to_out\.0)\.lora_[AB]\.weight$", r"\1", k) for k in lora_keys} == \
@@ -300,6 +301,7 @@ def checked(tmp_path: Path, lora_cfg: dict, **top) -> str:
     ({"records": {"instruction": "turn around"}}, "lora.records.instruction = 'turn around'"),
     ({"frozen_dtype": "fp16"}, "lora.frozen_dtype = 'fp16'"),
     ({"target_modules": []}, "lora.target_modules = []"),
+    ({"target_modules": ["to_q", "add_q_proj"]}, "lora.target_modules[1] = 'add_q_proj'"),
 ])
 def test_bad_lora_config_is_refused_at_parse_time(tmp_path, lora_cfg, expect):
     msg = checked(tmp_path, lora_cfg)
@@ -324,12 +326,16 @@ def test_a_resolution_the_backend_cannot_take_is_refused_before_any_step(inputs)
     nothing_written(inputs)
 
 
-def test_an_unknown_target_module_names_the_ones_that_exist(inputs):
+def test_a_target_module_the_reader_refuses_is_refused_by_the_library_too():
     with pytest.raises(lora.LoraError) as err:
-        train(spec(target_modules=["to_q", "to_qq"]), inputs)
-    msg = str(err.value)
-    assert "lora.target_modules = ['to_q', 'to_qq']: ['to_qq']" in msg and "'to_out.0'" in msg and "'add_q_proj'" in msg
-    nothing_written(inputs)
+        spec(target_modules=["to_q", "add_q_proj"])  # a Linear of the transformer, but the reader loads 4 names
+    assert "lora.target_modules = ['to_q', 'add_q_proj']" in str(err.value)
+    assert str(list(LORA_TARGET_MODULES)) in str(err.value)
+
+
+def test_the_schema_allows_exactly_the_target_modules_the_reader_loads():
+    schema = yaml.safe_load((REPO / "config" / "schema.d" / "lora.yaml").read_text())
+    assert schema["properties"]["target_modules"]["items"]["enum"] == list(LORA_TARGET_MODULES)
 
 
 def test_rank_and_accumulation_are_refused_by_the_library_too():

@@ -21,8 +21,8 @@ The flow-matching objective, per backend:
 Timesteps are uniform in (0, 1) (OmniGen2 trains lognormal with a time shift; not reproduced here).
 
 The saved LoRA (a contract with the generator's loader): exactly `peft.get_peft_model_state_dict(transformer)`
-and the safetensors metadata key `fourloops.lora` (META_KEY) = JSON with rank, alpha, dropout,
-target_modules, backend, base_model, model_set, steps, resolution, frozen_dtype.
+and the safetensors metadata key `fourloops.lora` (`fourloops.lora_file`, which owns the format) = JSON with rank,
+alpha, dropout, target_modules, backend, base_model, model_set, steps, resolution, frozen_dtype.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fourloops.io import atomic_dir, atomic_path, read_json, sha256_file, write_json, write_text
+from fourloops.loading import _import_omnigen2, _torch_dtype
+from fourloops.lora_file import LORA_FROZEN_DTYPES, LORA_METADATA_KEY, LORA_TARGET_MODULES
 
-META_KEY = "fourloops.lora"
 EMBEDDINGS_META_KEY = "fourloops.lora_embeddings"
 CHECKPOINT_PREFIX = "step-"
 BITSANDBYTES_PIN = "bitsandbytes==0.50.2"  # envs/pod.txt
@@ -171,18 +172,10 @@ def _pipeline_without(backend: str, path: Path, dtype, parts: tuple[str, ...]):
 
         return QwenImageEditPlusPipeline.from_pretrained(str(path), dtype=dtype, local_files_only=True, **skip)
     if backend == "omnigen2":
-        from fourloops.generate import _import_omnigen2
-
         OmniGen2Pipeline, _ = _import_omnigen2()
         return OmniGen2Pipeline.from_pretrained(str(path), dtype=dtype, local_files_only=True,
                                                 trust_remote_code=True, **skip)
     raise LoraError(f"generator.backend = {backend!r}: no LoRA training for it; allowed: qwen_image_edit_plus, omnigen2")
-
-
-def _torch_dtype(name: str):
-    import torch
-
-    return {"fp32": torch.float32, "bf16": torch.bfloat16}[name]
 
 
 def compute_embeddings(backend: str, model: str, revision: str | None, dtype: str, device: str,
@@ -192,7 +185,7 @@ def compute_embeddings(backend: str, model: str, revision: str | None, dtype: st
     import torch
     from safetensors.torch import save_file
 
-    from fourloops.generate import resolve_model
+    from fourloops.hub import resolve_model
 
     path, source = resolve_model(model, revision)
     pipe = _pipeline_without(backend, path, _torch_dtype(dtype), ("transformer", "vae"))
@@ -269,10 +262,13 @@ class TrainSpec:
             ("alpha", self.alpha, self.alpha > 0, "a number > 0"),
             ("dropout", self.dropout, 0 <= self.dropout < 1, "a number >= 0 and < 1"),
             ("lr", self.lr, self.lr > 0, "a number > 0"),
-            ("frozen_dtype", self.frozen_dtype, self.frozen_dtype in ("bf16", "fp32"), "one of ['bf16', 'fp32']"),
+            ("frozen_dtype", self.frozen_dtype, self.frozen_dtype in LORA_FROZEN_DTYPES,
+             f"one of {list(LORA_FROZEN_DTYPES)}"),
             ("text_encoder", self.text_encoder, self.text_encoder in ("precomputed", "resident"),
              "one of ['precomputed', 'resident']"),
-            ("target_modules", list(self.target_modules), len(self.target_modules) >= 1, "at least one name"),
+            ("target_modules", list(self.target_modules),
+             len(self.target_modules) >= 1 and set(self.target_modules) <= set(LORA_TARGET_MODULES),
+             f"at least one of {list(LORA_TARGET_MODULES)} (the modules the generator's LoRA reader loads)"),
         ):
             if not ok:
                 raise LoraError(f"lora.{key} = {value!r}: not allowed; allowed: {allowed}")
@@ -347,8 +343,6 @@ def _load_frozen(spec: TrainSpec, path: Path):
                                                      dtype=torch.bfloat16 if cuda else torch.float32, **common)
     else:
         from diffusers import AutoencoderKL
-
-        from fourloops.generate import _import_omnigen2
 
         _, OmniGen2Transformer2DModel = _import_omnigen2()
         transformer = OmniGen2Transformer2DModel.from_pretrained(str(path), subfolder="transformer", dtype=frozen, **common)
@@ -484,7 +478,7 @@ def census(path: str | Path) -> dict:
 
     total, lora, params, meta = 0, 0, 0, None
     with safe_open(str(path), framework="pt") as fh:
-        meta = json.loads((fh.metadata() or {}).get(META_KEY, "null"))
+        meta = json.loads((fh.metadata() or {}).get(LORA_METADATA_KEY, "null"))
         for key in fh.keys():
             total += 1
             if ".lora_A." in key or ".lora_B." in key:
@@ -528,7 +522,7 @@ def train(spec: TrainSpec, records_path: str, embeddings_path: str, out_path: st
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
-    from fourloops.generate import resolve_model
+    from fourloops.hub import resolve_model
 
     spec.check()
     cuda = spec.device.startswith("cuda")
@@ -645,7 +639,7 @@ def train(spec: TrainSpec, records_path: str, embeddings_path: str, out_path: st
     _plot(losses, loss_png, f"{spec.backend} LoRA r{spec.rank} at {spec.resolution} px, {spec.frozen_dtype} frozen",
           smoke=spec.model_set == "smoke")
     with atomic_path(out_path) as tmp:
-        save_file(state_dict, str(tmp), metadata={META_KEY: json.dumps(spec.metadata(), sort_keys=True)})
+        save_file(state_dict, str(tmp), metadata={LORA_METADATA_KEY: json.dumps(spec.metadata(), sort_keys=True)})
     shutil.rmtree(checkpoint_dir, ignore_errors=True)  # the final LoRA supersedes them
     with contextlib.suppress(OSError):  # results/lora/checkpoints/, when no other LoRA's are there
         Path(checkpoint_dir).parent.rmdir()

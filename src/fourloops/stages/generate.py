@@ -74,6 +74,7 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
     from PIL import Image
 
     from fourloops import generate as gen
+    from fourloops import loading
     from fourloops.io import save_image
 
     out_dir = Path(manifest_out).parent
@@ -99,7 +100,7 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
         "negative_prompt": generator["negative_prompt"],
     }
     check_card(generator["device"], machine)
-    loads_before = gen.LOADS
+    loads_before = loading.LOADS
     t0 = time.perf_counter()
     model = gen.load_backend(
         generator["backend"], generator["model"], generator["revision"], generator["precision"],
@@ -128,7 +129,7 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
             **head,
             "generator": {k: generator[k] for k in ("backend", "model", "revision", "precision", "device")},
             "model": description,
-            "model_loads": gen.LOADS - loads_before,
+            "model_loads": loading.LOADS - loads_before,
             "load_seconds": round(load_seconds, 4),
             **tail,
             "peak_vram_gib": peak,
@@ -138,7 +139,7 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
     return {
         "models": [description],
         "precision": generator["precision"],
-        "model_loads": gen.LOADS - loads_before,
+        "model_loads": loading.LOADS - loads_before,
     }
 
 

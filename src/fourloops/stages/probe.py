@@ -243,7 +243,7 @@ def _probe_lora_step(s: dict, memory: _Memory, references, items: int, prompt: s
     from safetensors.torch import save_file
 
     from fourloops import lora
-    from fourloops.generate import resolve_model
+    from fourloops.hub import resolve_model
 
     res = int(s["resolution"])
     names = {f.name for f in fields(lora.TrainSpec)}
