@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fourloops import asks, lineage, machines, records, walls
-from fourloops.stage import AskContext, Stage, stage_for
+from fourloops.stage import AskContext, Stage, measured_key, stage_for
 
 _BY_WORKFLOW: dict[int, "Workflow"] = {}
 MODEL_SET_MARKER = Path(".fourloops-model-set")
@@ -54,7 +54,7 @@ class Workflow:
         self.machines = machines.load(base / "config" / "machines.yaml")
         # the provenance records, read once: measured peaks (asks) and the output check (verify) use them
         self.records = records.index(Path.cwd())
-        self.measured = asks.Measurements.load(Path.cwd(), index=self.records)
+        self.measured = asks.Measurements.load(Path.cwd(), measured_key, index=self.records)
         self._asks: dict = {}
         self._params: dict = {}
         self._lineage: dict = {}

@@ -115,6 +115,12 @@ def stage_for(rule: str) -> Stage:
         ) from None
 
 
+def measured_key(rule: str, data: dict) -> str | None:
+    """The model key a provenance record of `rule` measures (its stage's `measures`); None: not a measurement."""
+    stage = registry().get(rule)
+    return stage.measures(data) if stage is not None and stage.measures else None
+
+
 def stages() -> list[Stage]:
     seen, out = set(), []
     for stage in registry().values():
