@@ -53,14 +53,6 @@ def hf_home() -> str:
     return os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
 
 
-def needs_for_job(rule: str, params: dict) -> list[Need]:
-    """What a job of `rule` with resolved `params` needs on the machine that runs it (real model set):
-    its stage declares it (fourloops.stages.<stage>.STAGE.needs)."""
-    from fourloops.stage import stage_for
-
-    return stage_for(rule).needs_for(params)
-
-
 def _cuda_devices() -> tuple[int, str]:
     try:
         import torch
@@ -234,8 +226,9 @@ def model_dir_problem(path: str | Path) -> str | None:
     return None
 
 
-def problems(jobs: list[tuple[str, dict]], built: Iterable[str] = ()) -> list[str]:
-    """Check every distinct need of the pending jobs; return one line per unmet need. A model file or directory
+def problems(needs: Iterable[Need], built: Iterable[str] = ()) -> list[str]:
+    """Check every distinct need of the pending jobs (their stages declare them: fourloops.stage.Stage.needs_for);
+    return one line per unmet need. A model file or directory
     under one of `built` (outputs of the run's own jobs: the sizing set's models) is made by the run, not missing."""
     made = [os.path.abspath(os.path.expanduser(p)) for p in built]
 
@@ -246,9 +239,8 @@ def problems(jobs: list[tuple[str, dict]], built: Iterable[str] = ()) -> list[st
         return any(what == m or what.startswith(m.rstrip(os.sep) + os.sep) for m in made)
 
     seen: dict[tuple, Need] = {}
-    for rule, params in jobs:
-        for need in needs_for_job(rule, params):
-            seen.setdefault(need.key(), need)
+    for need in needs:
+        seen.setdefault(need.key(), need)
     return [msg for need in seen.values() if not by_the_run(need) and (msg := check(need))]
 
 

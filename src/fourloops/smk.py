@@ -369,9 +369,9 @@ class Workflow:
     def preflight_problems(self, dag) -> list[str]:
         from fourloops import preflight
 
-        jobs = [(j.rule.name, dict(j.params.items())) for j in self.local_jobs(dag)]
+        needs = [n for j in self.local_jobs(dag) for n in self.stage(j.rule.name).needs_for(dict(j.params.items()))]
         built = [str(f) for j in dag.jobs if j.rule.output for f in j.output]  # models the run builds (sizing)
-        return preflight.problems(jobs, built)
+        return preflight.problems(needs, built)
 
     def before_first_job(self, dag) -> None:
         """onstart: refuse what cannot fit (seconds, no torch), then, for a real run, what is missing here;
