@@ -36,10 +36,10 @@ def test_the_card_is_asked_the_way_the_cluster_understands_never_gpu_and_gres_to
     for how, expect in (("gpu", {"gpu": 1, "gpu_model": "rtx4090"}), ("gres", {"gres": "gpu:rtx4090:1"})):
         table = copy.deepcopy(TABLE)
         table["cluster"]["slurm"]["gpu_request"] = how
-        c = slurm.cluster(table, "cluster")
+        c = machines.cluster(table, "cluster")
         part = next(p for p in c.partitions if p.name == "rtx4090")
         got = slurm.request(ask, part, c)
         assert got == {"slurm_partition": "rtx4090", **expect}, got
         assert not {"gpu", "gres"} <= set(got)
-    cpu = next(p for p in slurm.cluster(TABLE, "cluster").partitions if p.name == "cpu")
-    assert slurm.request(Ask.of(0.0, 2.0), cpu, slurm.cluster(TABLE, "cluster")) == {"slurm_partition": "cpu"}
+    cpu = next(p for p in machines.cluster(TABLE, "cluster").partitions if p.name == "cpu")
+    assert slurm.request(Ask.of(0.0, 2.0), cpu, machines.cluster(TABLE, "cluster")) == {"slurm_partition": "cpu"}

@@ -65,7 +65,7 @@ class Place:
     machine: Machine
     hourly_usd: float | None
     here: bool
-    partition: object = None  # a fourloops.slurm.Partition: its time limit is a wall too
+    partition: object = None  # a fourloops.machines.Partition: its time limit is a wall too
     note: str = ""
     home: bool = False  # the machine the job's profile tag names (a pod job's pod): its refusal is shown too
 
@@ -207,9 +207,7 @@ def _why(place: Place, rows: list[walls.Row], here: bool = False) -> str:
 # ------------------------------------------------------------------------------------- where it runs
 def _here_names(table: dict, target: str, job: walls.PendingJob, placement: dict | None) -> set[str]:
     if target in machines_mod.clusters(table):
-        from fourloops import slurm
-
-        return {p.machine.name for p in slurm.cluster(table, target).partitions}
+        return {p.machine.name for p in machines_mod.cluster(table, target).partitions}
     return {walls.target_for(job, table, target, placement).name}
 
 
@@ -237,9 +235,7 @@ def places(job: walls.PendingJob, table: dict, target: str, placement: dict | No
         home = name == (table.get(job.profile, {}).get("host", job.profile) if job.profile in table else job.profile)
         out.append(Place(m.name, m, m.hourly_usd, m.name in here, note=note, home=home))
     for cname in machines_mod.clusters(table):
-        from fourloops import slurm
-
-        for p in slurm.cluster(table, cname).partitions:
+        for p in machines_mod.cluster(table, cname).partitions:
             out.append(Place(p.machine.name, p.machine, None, p.machine.name in here, partition=p,
                              note=f"--config machine={cname} (the partition fourloops.slurm chooses)"))
     pod_raw = table.get("pod") if "pod" in machines_mod.names(table) else None

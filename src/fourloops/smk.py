@@ -312,7 +312,7 @@ class Workflow:
 
         if self.executor() != slurm.EXECUTOR:
             return None
-        c = slurm.cluster(self.machines, self.slurm_cluster())
+        c = machines.cluster(self.machines, self.slurm_cluster())
         job = walls.PendingJob(rulename, "", self.profile(rulename, wildcards), self.ask(rulename, wildcards), wildcards)
         p = None if slurm.runs_here(job, c) else slurm.partition_for(job, c)
         return None if p is None else slurm.request(job.ask, p, c)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from fourloops.asks import Ask
 from fourloops.stage import AskContext
-from fourloops.machines import Machine, clusters, machine, names
+from fourloops.machines import Machine, cluster, clusters, machine, names
 from fourloops.tables import format_table as _table
 
 WALL_NAMES = {
@@ -120,7 +120,7 @@ def where_fits(job: PendingJob, machines: dict, exclude: str) -> list[str]:
     for cname in clusters(machines):
         if cname == exclude:
             continue
-        for p in slurm.cluster(machines, cname).partitions:
+        for p in cluster(machines, cname).partitions:
             if all(r.ok for r in slurm.rows(job, p) if r.wall != WALL_NAMES["scheduler"]):
                 out.append(f"fits {p.machine.name}: {label(p.machine)}")
     return out
