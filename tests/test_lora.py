@@ -17,7 +17,7 @@ import torch
 import yaml
 
 from conftest import REPO, run_snakemake
-from fourloops import asks, lora, machines, walls
+from fourloops import asks, lora, machines, refusal, walls
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.config import ConfigError, check_config, schema_with_slices
 from fourloops.lora_file import LORA_METADATA_KEY, LORA_TARGET_MODULES
@@ -256,7 +256,7 @@ def lora_job(frozen: str, encoder: str, resolution: int = 512) -> walls.PendingJ
 def test_the_seeds_fp32_setup_with_the_encoder_at_512_is_refused_on_the_desk_and_bf16_without_it_fits():
     seeds = walls.check_jobs([lora_job("fp32", "resident")], MACHINES, "desk")
     assert not seeds.ok
-    text = walls.report(seeds, MACHINES)
+    text = refusal.report(seeds, MACHINES)
     assert f"{driver_gib(25.05):.2f} GiB" in text and "bench/lora_gpu.py" in text and "fits pod" in text, text
     assert walls.check_jobs([lora_job("bf16", "precomputed")], MACHINES, "desk").ok
     assert lora_job("bf16", "precomputed").ask.vram.value == pytest.approx(driver_gib(9.23))

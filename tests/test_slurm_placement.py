@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from conftest import REPO
-from fourloops import machines, slurm, walls
+from fourloops import machines, refusal, slurm, walls
 from fourloops.asks import Ask
 
 TABLE = machines.load(REPO / "config" / "machines.yaml")
@@ -27,7 +27,7 @@ def test_each_job_goes_to_the_smallest_partition_that_fits_or_stays_for_a_desk_d
 def test_a_job_no_partition_fits_is_refused_with_the_closest_partitions_rows():
     placed = slurm.place([job("huge", 120.0, devices=("cuda",))], TABLE, "cluster")
     assert placed.where["results/huge"] == "refused" and not placed.verdict.ok
-    text = slurm.report(placed, TABLE)
+    text = refusal.cluster_report(placed, TABLE)
     assert "video memory" in text and "120.00 GiB" in text and "80.00 GiB" in text, text
 
 

@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fourloops import slurm, walls
+from fourloops import refusal
 from fourloops.tables import format_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,7 +70,7 @@ def build(workflow, machine_name: str) -> dict:
         by_output[str(j.output[0]) if len(j.output) else j.rule.name] = j
     rows: list[PlannedJob] = []
     totals: dict[str, dict] = {}
-    found = walls.levers_of(verdict, machines) if not verdict.ok else {}  # refused jobs only: the dry-run pays nothing else
+    found = refusal.levers_of(verdict, machines) if not verdict.ok else {}  # refused jobs only: the dry-run pays nothing else
     for pending, checks in verdict.checked:
         ask = pending.ask
         job = by_output.get(pending.output)
@@ -102,7 +102,7 @@ def build(workflow, machine_name: str) -> dict:
         "ok": verdict.ok,
         "jobs": [asdict(r) for r in rows],
         "totals": {k: {**v, "seconds": round(v["seconds"], 1), "cost_usd": round(v["cost_usd"], 4)} for k, v in totals.items()},
-        "refusals": ((slurm.report(placed, machines) if placed else walls.report(verdict, machines, found))
+        "refusals": ((refusal.cluster_report(placed, machines) if placed else refusal.report(verdict, machines, found))
                      if not verdict.ok else ""),
     }
 

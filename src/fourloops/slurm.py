@@ -105,12 +105,3 @@ def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str, desk_nam
     placed = Placed(c, desk, where, walls.Verdict(as_machine, checked))
     placed.verdict.placed = placed  # how smk and the plan tell a cluster's verdict from a machine's
     return placed
-
-
-def report(placed: Placed, table: dict) -> str:
-    """RFD 1165's tables for the refused jobs, headed by the cluster and its partitions."""
-    text = walls.report(placed.verdict, table)
-    first, _, rest = text.partition("\n")
-    n = len(placed.verdict.refused)
-    return (f"walls: {n} job(s) fit no partition of {placed.cluster.label()}; nothing was submitted "
-            f"(the rows are the closest partition's)." + ("\n" + rest if rest else ""))

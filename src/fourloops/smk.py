@@ -381,9 +381,10 @@ class Workflow:
         verdict = self.check_walls(dag)
         placed = getattr(verdict, "placed", None)
         if not verdict.ok:
-            from fourloops import slurm
+            from fourloops import refusal
 
-            raise WorkflowError(slurm.report(placed, self.machines) if placed else walls.report(verdict, self.machines))
+            raise WorkflowError(refusal.cluster_report(placed, self.machines) if placed
+                                else refusal.report(verdict, self.machines))
         if placed is not None and self.executor() == "slurm":
             self.wf.localrules(*placed.local_rules)  # desk-device jobs run on this machine
         if self.config["model_set"] != "smoke":
