@@ -178,7 +178,7 @@ def drop_damaged_cache_files(cache: Path) -> list[Path]:
     file's end (a build killed mid-write, a full disk): anny then rebuilds them. Reads headers only."""
     import logging
 
-    from fourloops.preflight import safetensors_problem
+    from fourloops.filecheck import safetensors_problem
 
     dropped = []
     for file in sorted(cache.rglob("*.safetensors")):
