@@ -278,6 +278,30 @@ def test_the_config_chooses_the_profile_and_a_real_run_is_refused_by_the_walls(t
     assert "profile=pod" in block, block
 
 
+def test_the_seeds_setup_refused_on_the_desk_offers_the_loras_own_knobs_in_rfd_1140s_order():
+    """Text encoder off the card (~7 GiB), then bf16 frozen weights, then the resolution, each re-asked."""
+    from fourloops.stage import AskContext, stage_for
+
+    job = {"backend": "omnigen2", "frozen_dtype": "fp32", "text_encoder": "resident", "resolution": 512,
+           "device": "cuda", "accumulation": 8, "steps": 200, "model_set": "real"}
+    ctx, params = AskContext(FACTS), {"train": job}
+    ask = stage_for("lora_train").ask_for(ctx, {}, params)
+    pending = walls.PendingJob("lora_train", "results/lora/camera.safetensors", "desk", ask, {}, params, ctx)
+    verdict = walls.check_jobs([pending], MACHINES, "desk")
+    assert not verdict.ok
+    (found,) = refusal.levers_of(verdict, MACHINES).values()
+    knobs = [lv for lv in found.levers if lv.kind in ("setting", "precision", "size")]
+    assert [lv.name for lv in knobs] == ["lora.text_encoder: precomputed", "lora.frozen_dtype: bf16",
+                                         "lora.resolution: 256"]
+    encoder_off, bf16, small = (lv.ask.vram_mb / 1024.0 for lv in knobs)
+    assert encoder_off == pytest.approx(driver_gib(17.95), abs=0.01)  # the fp32 step without the encoder, measured
+    assert bf16 == pytest.approx(driver_gib(16.34), abs=0.01)  # bf16 with the encoder resident, measured
+    assert 6.5 < ask.vram_mb / 1024.0 - encoder_off < 8.0 and small < ask.vram_mb / 1024.0
+    assert knobs[0].here and knobs[1].here
+    text = refusal.report(verdict, MACHINES)
+    assert "lora.text_encoder: precomputed" in text and f"{encoder_off:.2f} GiB" in text, text
+
+
 # ------------------------------------------------------------------------------------- bad inputs
 def checked(tmp_path: Path, lora_cfg: dict, **top) -> str:
     schema = tmp_path / "schema.yaml"

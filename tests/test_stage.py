@@ -72,7 +72,7 @@ with job(snakemake) as run:
 '''
 TOY_MODULE = '''"""A throwaway stage: counts the skeleton's joints (tests only)."""
 from fourloops.io import read_json, write_json
-from fourloops.stage import Stage
+from fourloops.stage import Knob, Stage
 
 
 def toy_stage(skeleton: str, out: str) -> dict:
@@ -93,7 +93,8 @@ def needs(params):
     return [Need("checkpoint", params["toy"]["weights"], rule="toy")]
 
 
-STAGE = Stage(name="toy", rules=("toy",), profile="pod", ask=ask, needs=needs)
+STAGE = Stage(name="toy", rules=("toy",), profile="pod", ask=ask, needs=needs,
+              knobs=(Knob(("toy",), "vram_gib", ("toy", "vram_gib"), "size", values=(20.0,)),))
 '''
 TOY_SCHEMA = '''description: The toy stage (tests only).
 type: object
@@ -243,6 +244,8 @@ def test_a_new_stage_is_seen_by_walls_preflight_plan_and_lineage(repo_copy, buil
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "walls:" in out and "rule toy, 1 job(s)" in out, out[-3000:]
     assert "toy: config toy.vram_gib" in out and "fits pod" in out
+    # its own knob among the levers, re-asked through its own ask: 20 GiB fits the desk
+    assert re.search(r"^  toy\.vram_gib: 20\.0 +20\.00 GiB .*desk \(here\)", out, re.M), out[-3000:]
     assert not (built_copy / "results" / "toy").exists()
     # the plan: the toy's job, its profile, its verdict on each machine
     cmd = [FOURLOOPS, "plan", "--json", "-s", str(toy / "Snakefile"), "--profile", str(toy / "profiles" / "smoke"),

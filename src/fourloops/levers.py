@@ -6,8 +6,9 @@ minutes). For a refused job:
 
 - where it runs, unchanged: every machine of config/machines.yaml (desk, pod, SLURM partitions), and the
   pod on each GPU class of `pod.gpu_classes` / `pod.runpod.widen_gpus` with more memory than the pod's wall;
-- a config knob the job's params carry (generator precision and size, the scorer's precision, the detector's
-  resolution), each allowed value milder than its stop tried in turn through the stage's own `ask`;
+- each config knob the job's stage declares (`Stage.knobs`, in its order: generator precision and size, the
+  scorer's precision, the detector's resolution, the LoRA's text encoder, frozen dtype and resolution), each
+  value milder than its stop tried in turn through the stage's own `ask`;
 - model CPU offload for a multi-component generator (fourloops.asks.offload_ask: models.yaml `offload`);
 - when no single knob fits the target, all of them at their stops together.
 
@@ -29,6 +30,7 @@ from fourloops import machines as machines_mod
 from fourloops import walls
 from fourloops.asks import GIB, Ask
 from fourloops.machines import Machine
+from fourloops.stage import Knob, stage_for
 from fourloops.tables import format_table
 
 GB = 10**9  # machines.yaml: GiB = 2^30, GB = 10^9 (the GPU classes' vram_gb)
@@ -36,24 +38,6 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEDULER = walls.WALL_NAMES["scheduler"]
 
 
-@dataclass(frozen=True)
-class Knob:
-    """A config value in a rule's params that the stage's ask reads."""
-
-    where: tuple[str, ...]  # path of the config mapping inside the rule's params
-    key: str  # its field
-    config: tuple[str, ...]  # the config key it comes from (and its property in the config schema)
-    kind: str  # precision | size
-
-
-KNOBS = (
-    Knob(("job", "generator"), "precision", ("generator", "precision"), "precision"),
-    Knob(("generator",), "precision", ("generator", "precision"), "precision"),
-    Knob(("job", "generator"), "size", ("generator", "size"), "size"),
-    Knob(("generator",), "size", ("generator", "size"), "size"),
-    Knob(("job", "scorer"), "precision", ("grades", "precision"), "precision"),
-    Knob(("detector",), "resolution", ("keypoints", "resolution"), "size"),
-)
 GENERATORS = (("job", "generator"), ("generator",))  # where a generator's config sits in params (offload)
 
 
@@ -73,7 +57,7 @@ class Place:
 @dataclass(frozen=True)
 class Lever:
     name: str
-    kind: str  # placement | gpu_class | precision | size | offload | together
+    kind: str  # placement | gpu_class | precision | size | setting | offload | together
     ask: Ask | None  # None: nothing to re-ask (no larger GPU class configured)
     fits: tuple[str, ...]  # labels of the places where every wall fits, the target first
     here: bool  # fits the machine the job was checked on
@@ -305,6 +289,8 @@ def _candidates(knob: Knob, params: dict, facts: dict, model: str) -> list[objec
     """The knob's allowed values milder-to-stronger than its current one (config schema; bytes_per_param)."""
     holder = _lookup(params, knob.where)
     current = holder[knob.key]
+    if knob.values:  # the stage's own list, mildest first
+        return [v for v in knob.values if v != current]
     spec = _schema_of(knob.config)
     if knob.kind == "precision":
         size = facts["bytes_per_param"]
@@ -339,8 +325,6 @@ def _knob_lever(job, knob: Knob, facts: dict, every: list[Place], as_is: set[str
 
 
 def _stage_ask(job: walls.PendingJob):
-    from fourloops.stage import stage_for
-
     stage = stage_for(job.rule)
     return lambda params: stage.ask_for(job.context, job.wildcards, params)
 
@@ -376,7 +360,7 @@ def find(job: walls.PendingJob, table: dict, target: str, placement: dict | None
     else:
         everywhere = every + larger
         stops = []
-        for knob in KNOBS:
+        for knob in stage_for(job.rule).knobs:
             holder = _lookup(job.params, knob.where)
             if not isinstance(holder, dict) or knob.key not in holder:
                 continue
@@ -396,7 +380,7 @@ def find(job: walls.PendingJob, table: dict, target: str, placement: dict | None
             "" if schema_has else "generator has no offload setting yet (config/schema.yaml)") if x)
         if offload is not None and offload.vram_mb < job.ask.vram_mb:
             levers.append(_evaluate(job, offload, everywhere, "offload", "offload", why, frozenset(as_is)))
-        model_levers = [lv for lv in levers if lv.kind in ("precision", "size", "offload")]
+        model_levers = [lv for lv in levers if lv.kind in ("precision", "size", "setting", "offload")]
         if len(model_levers) >= 2 and not any(lv.here for lv in model_levers):
             params = _with(job.params, [(k.where, k.key, v) for k, v in stops])
             together = _stage_ask(job)(params)

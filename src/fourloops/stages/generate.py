@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fourloops.card import check_card
 from fourloops.io import write_json
-from fourloops.stage import AskContext, Stage
+from fourloops.stage import AskContext, Knob, Stage
 
 STAGING_PREFIX = ".views-partial-"
 
@@ -176,5 +176,9 @@ def measures(record: dict) -> str | None:
     return None
 
 
+# The generator's knobs, as a generate or restyle job's params carry them.
+GENERATOR_KNOBS = (Knob(("job", "generator"), "precision", ("generator", "precision"), "precision"),
+                   Knob(("job", "generator"), "size", ("generator", "size"), "size"))
+
 STAGE = Stage(name="generate", rules=("generate",), profile="pod", ask=ask, needs=needs, measures=measures,
-              keep_last_good=True)
+              keep_last_good=True, knobs=GENERATOR_KNOBS)

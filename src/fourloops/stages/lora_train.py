@@ -4,7 +4,7 @@ lora.profile (desk: bf16 frozen weights fit the desk at 512; pod: the seeds' fp3
 
 from __future__ import annotations
 
-from fourloops.stage import AskContext, Stage
+from fourloops.stage import AskContext, Knob, Stage
 
 
 def lora_train_stage(records: str, embeddings: str, lora_out: str, loss_csv: str, loss_png: str,
@@ -60,5 +60,12 @@ def measures(record: dict) -> str | None:
     return None
 
 
+# RFD 1140's order: the text encoder off the card first (~7 GiB), then bf16 frozen weights, then the resolution.
+KNOBS = (
+    Knob(("train",), "text_encoder", ("lora", "text_encoder"), "setting", values=("precomputed",)),
+    Knob(("train",), "frozen_dtype", ("lora", "frozen_dtype"), "precision"),
+    Knob(("train",), "resolution", ("lora", "resolution"), "size", values=(384, 256)),
+)
+
 STAGE = Stage(name="lora_train", rules=("lora_train",), profile="desk", profile_of=profile_of, ask=ask, needs=needs,
-              measures=measures)
+              measures=measures, knobs=KNOBS)

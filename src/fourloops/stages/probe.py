@@ -23,7 +23,7 @@ import time
 from typing import Callable
 
 from fourloops.io import write_json
-from fourloops.stage import AskContext, Stage
+from fourloops.stage import AskContext, Knob, Stage
 from fourloops.stages.keypoints import detector_needs
 
 GIB = 2**30
@@ -459,4 +459,8 @@ def needs(params: dict) -> list:
     return generator_needs(params["generator"], "probe_model") + detector_needs(params["detector"], "probe_model")
 
 
-STAGE = Stage(name="probe", rules=("probe_model",), profile="desk", ask=ask, needs=needs)
+STAGE = Stage(name="probe", rules=("probe_model",), profile="desk", ask=ask, needs=needs, knobs=(
+    Knob(("generator",), "precision", ("generator", "precision"), "precision"),
+    Knob(("generator",), "size", ("generator", "size"), "size"),
+    Knob(("detector",), "resolution", ("keypoints", "resolution"), "size"),
+))

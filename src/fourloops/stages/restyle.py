@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fourloops.stage import AskContext, Stage
-from fourloops.stages.generate import View, measures, views_from_one_load
+from fourloops.stages.generate import GENERATOR_KNOBS, View, measures, views_from_one_load
 
 
 def restyle_stage(
@@ -46,4 +46,4 @@ def needs(params: dict) -> list:
 
 
 STAGE = Stage(name="restyle", rules=("restyle",), profile="pod", ask=ask, needs=needs, measures=measures,
-              keep_last_good=True)
+              keep_last_good=True, knobs=GENERATOR_KNOBS)
