@@ -32,6 +32,8 @@ from fourloops.asks import GIB, Ask
 from fourloops.machines import Machine
 from fourloops.stage import Knob, stage_for
 from fourloops.tables import format_table
+from fourloops.tables import gib as _gib
+from fourloops.tables import hms as _hms
 
 GB = 10**9  # machines.yaml: GiB = 2^30, GB = 10^9 (the GPU classes' vram_gb)
 REPO = Path(__file__).resolve().parents[2]
@@ -116,15 +118,6 @@ class Levers:
 
 
 # ------------------------------------------------------------------------------------- helpers
-def _gib(x: float) -> str:
-    return f"{x:.2f} GiB"
-
-
-def _hms(s: float) -> str:
-    s = int(round(s))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
 @functools.lru_cache(maxsize=1)
 def _config_schema() -> dict:
     from fourloops.config import schema_with_slices

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from fourloops import machines, records, refusal, walls
 from fourloops.tables import format_table
+from fourloops.tables import hms as _hms
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -124,11 +125,6 @@ def build(workflow, machine_name: str) -> dict:
         "refusals": ((refusal.cluster_report(placed, machines) if placed else refusal.report(verdict, machines, found))
                      if not verdict.ok else ""),
     }
-
-
-def _hms(s: float) -> str:
-    s = int(round(s))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def _verdict(j: dict) -> str:

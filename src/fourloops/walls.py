@@ -15,6 +15,7 @@ from fourloops.asks import Ask
 from fourloops.stage import AskContext
 from fourloops.machines import Machine, machine
 from fourloops.tables import format_table as _table
+from fourloops.tables import gib as _gib
 
 WALL_NAMES = {
     "vram": "video memory",
@@ -53,10 +54,6 @@ class Row:
     @property
     def ok(self) -> bool:
         return self.verdict.startswith("fits")
-
-
-def _gib(x: float) -> str:
-    return f"{x:.2f} GiB"
 
 
 def check_job(job: PendingJob, m: Machine, provided_vram_mb: int | None = None) -> list[Row]:
