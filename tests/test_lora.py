@@ -17,7 +17,7 @@ import torch
 import yaml
 
 from conftest import REPO, run_snakemake
-from fourloops import asks, lora, machines, refusal, walls
+from fourloops import asks, lora, lora_records, machines, refusal, walls
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.config import ConfigError, check_config, schema_with_slices
 from fourloops.lora_file import LORA_METADATA_KEY, LORA_TARGET_MODULES
@@ -66,11 +66,11 @@ def nothing_written(io: dict) -> None:
 
 # ------------------------------------------------------------------------------------------- records
 def test_records_are_distinct_ordered_pairs_drawn_deterministically():
-    a = lora.azimuth_pairs([0, 90, 180, 270], 12, seed=5)
-    assert a == lora.azimuth_pairs([0, 90, 180, 270], 12, seed=5)
+    a = lora_records.azimuth_pairs([0, 90, 180, 270], 12, seed=5)
+    assert a == lora_records.azimuth_pairs([0, 90, 180, 270], 12, seed=5)
     assert len(set(a)) == 12 and all(s != t for s, t in a)
-    assert a != lora.azimuth_pairs([0, 90, 180, 270], 12, seed=6)
-    recs = lora.make_records(a[:2], "orbit to {azimuth} from {source_azimuth}", {0: "0.png", 90: "90.png",
+    assert a != lora_records.azimuth_pairs([0, 90, 180, 270], 12, seed=6)
+    recs = lora_records.make_records(a[:2], "orbit to {azimuth} from {source_azimuth}", {0: "0.png", 90: "90.png",
                                                                                   180: "180.png", 270: "270.png"})
     assert recs[0]["instruction"] == f"orbit to {a[0][1]} from {a[0][0]}"
     assert recs[0]["target"] == f"{a[0][1]}.png"
@@ -78,7 +78,7 @@ def test_records_are_distinct_ordered_pairs_drawn_deterministically():
 
 def test_the_smoke_records_and_embeddings_jobs(smoke_run):
     work = smoke_run["workdir"]
-    records = lora.read_records(str(work / "results/lora/records.jsonl"))
+    records = lora_records.read_records(str(work / "results/lora/records.jsonl"))
     assert len(records) == 6  # lora.smoke.count
     for rec in records:
         assert f"orbited to {rec['target_azimuth']} degrees" in rec["instruction"]
@@ -118,7 +118,7 @@ def test_training_overfits_a_fixed_tiny_batch_without_ever_loading_the_text_enco
 
     monkeypatch.setattr(transformers.Qwen2_5_VLForConditionalGeneration, "from_pretrained", refuse)
     monkeypatch.setattr(transformers.Qwen2_5_VLForConditionalGeneration, "__init__", refuse)
-    first = lora.read_records(inputs["records"])[0]
+    first = lora_records.read_records(inputs["records"])[0]
     one = Path("one.jsonl")
     one.write_text(json.dumps(first) + "\n")
     s = spec(steps=40, accumulation=4, lr=3e-2, checkpoint_every=1000)

@@ -196,9 +196,9 @@ def test_generator_inference_is_no_part_of_the_loras_lineage(repo_copy):
     with edited(repo_copy / "src" / "fourloops" / "generate.py", "\n# an edit to inference only\n"):
         after = code_digests(repo_copy, stages)
     assert {s for s in stages if after[s] != before[s]} == {"generate", "restyle"}
-    with edited(repo_copy / "src" / "fourloops" / "lora.py", "\n# an edit to the LoRA's code\n"):
+    with edited(repo_copy / "src" / "fourloops" / "lora.py", "\n# an edit to the LoRA's training\n"):
         after = code_digests(repo_copy, stages)
-    assert after["lora_train"] != before["lora_train"] and after["generate"] == before["generate"]
+    assert {s for s in stages if after[s] != before[s]} == {"lora_train"}
     for stage in LORA_STAGES:
         assert "fourloops.generate" not in lineage.closure(f"fourloops.stages.{stage}")
 
