@@ -40,6 +40,7 @@ def generator_checks(tmp: Path) -> dict:
     from PIL import Image
 
     from fourloops import generate as gen
+    from fourloops import loading
     from fourloops.provenance import gpu_info
     from fourloops.smoke_generators import build_smoke_generator
 
@@ -80,7 +81,7 @@ def generator_checks(tmp: Path) -> dict:
         }
         del model
     out["gpu_info"] = gpu_info()
-    out["loads_counted"] = gen.LOADS
+    out["loads_counted"] = loading.LOADS
     return out
 
 

@@ -4,7 +4,7 @@
 
 Builds the sizing OmniGen2 (fourloops.sizing: the real architecture, random bf16 weights) once, writes a few
 training records from random images at the resolution, computes their embeddings with the generator's own text
-encoder (fourloops.lora.compute_embeddings, its own process), then trains a few steps per configuration, each in
+encoder (fourloops.lora_embeddings.compute_embeddings, its own process), then trains a few steps per configuration, each in
 its own process: frozen dtype (bf16 | fp32 under bf16 autocast), the text encoder precomputed or resident on the
 card (the seeds' setup), 256 and 512 px; rank 8 on to_q/to_k/to_v/to_out.0, 8-bit AdamW, gradient checkpointing,
 batch 1. Records per configuration: torch's peak allocated and reserved over the whole job (load, VAE encode and
@@ -38,7 +38,7 @@ def prepare(work: Path, resolutions: list[int]) -> dict:
     import numpy as np
     from PIL import Image
 
-    from fourloops import lora, sizing
+    from fourloops import lora_embeddings, lora_records, sizing
 
     model = work / "models" / "omnigen2"
     built = None if (model / "model_index.json").exists() else sizing.build("omnigen2", model, "cuda")
@@ -50,13 +50,13 @@ def prepare(work: Path, resolutions: list[int]) -> dict:
             p = work / f"img-{res}-{az:03d}.png"
             Image.fromarray(rng.integers(0, 255, (res, res, 3), dtype=np.uint8)).save(p)
             image_of[az] = str(p)
-        records = lora.make_records(lora.azimuth_pairs([0, 90, 180, 270], 4, 0),
+        records = lora_records.make_records(lora_records.azimuth_pairs([0, 90, 180, 270], 4, 0),
                                     "The same person, seen from {azimuth} degrees.", image_of)
         rp = work / f"records-{res}.jsonl"
-        lora.write_records(str(rp), records)
+        lora_records.write_records(str(rp), records)
         ep = work / f"embeddings-{res}.safetensors"
         t0 = time.perf_counter()
-        prov = lora.compute_embeddings("omnigen2", str(model), None, "bf16", "cuda", records, str(ep))
+        prov = lora_embeddings.compute_embeddings("omnigen2", str(model), None, "bf16", "cuda", records, str(ep))
         out["records"][res] = {"records": str(rp), "embeddings": str(ep), "embed_seconds": round(time.perf_counter() - t0, 2),
                                "components_loaded": prov.get("components_loaded")}
     return out

@@ -65,7 +65,7 @@ def build(work: Path) -> dict:
     from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLImageProcessor,
                               Qwen2VLProcessor, Qwen2VLVideoProcessor)
 
-    from fourloops.generate import _import_omnigen2
+    from fourloops.loading import _import_omnigen2
     from fourloops.smoke_generators import _tiny_qwen_tokenizer
     from omnigen2.schedulers.scheduling_flow_match_euler_discrete import FlowMatchEulerDiscreteScheduler
 
@@ -144,7 +144,7 @@ def variant(work: Path, component: str, double: bool) -> dict:
     from transformers import BitsAndBytesConfig as TBnb, Qwen2_5_VLForConditionalGeneration
     from diffusers import BitsAndBytesConfig as DBnb
 
-    from fourloops.generate import _import_omnigen2
+    from fourloops.loading import _import_omnigen2
 
     kw = dict(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16,
               bnb_4bit_use_double_quant=double)

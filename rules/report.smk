@@ -1,6 +1,6 @@
 # Report-only pages and the target that gathers everything the report shows:
 #   snakemake report_contents && snakemake --report report.html report_contents
-from fourloops.stages import report as report_stage  # aliased: `report` is Snakemake's report() flag
+from fourloops.plan import planned
 
 
 rule ladder_table:
@@ -46,7 +46,7 @@ rule run_plan:
     benchmark:
         "benchmarks/run_plan/plan.tsv"
     params:
-        plan=lambda wildcards: report_stage.planned(FOURLOOPS, ["results/ladder.csv", "results/ladder.png"]),
+        plan=lambda wildcards: planned(FOURLOOPS, ["results/ladder.csv", "results/ladder.png"]),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import REPO
 from fourloops import asks
+from fourloops.stage import measured_key
 
 FACTS = asks.load_facts(REPO / "config" / "models.yaml")
 
@@ -66,17 +67,17 @@ def test_generator_ask_uses_the_seed_measurement_plus_cuda_context():
 
 
 def test_a_probe_beats_provenance_beats_the_estimate(tmp_path):
-    assert asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path)).vram.source.startswith("measured: H200")
+    assert asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path, measured_key)).vram.source.startswith("measured: H200")
     prov = tmp_path / "results" / "provenance" / "generate" / "A.json"
     prov.parent.mkdir(parents=True)
     prov.write_text(json.dumps({"rule": "generate", "params": {"job": {"generator": GEN}}, "peak_vram_gib": 15.1}))
-    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path))
+    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path, measured_key))
     assert ask.vram.value == pytest.approx(driver_sees(15.1)) and "provenance" in ask.vram.source
     probe = tmp_path / "results" / "probe" / "desk" / "generator.json"
     probe.parent.mkdir(parents=True)
     probe.write_text(json.dumps({"key": asks.generator_key(GEN), "peak_vram_gib": 14.2, "machine_name": "desk",
                                  "gpu_name": "NVIDIA GeForce RTX 3090"}))
-    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path), machine="desk")
+    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path, measured_key), machine="desk")
     assert ask.vram.value == pytest.approx(driver_sees(14.2)) and "probe on desk" in ask.vram.source
 
 
@@ -99,7 +100,7 @@ def test_cpu_jobs_ask_no_vram_and_no_device():
 
 
 def test_the_nf4_format_the_asks_assume_is_the_one_the_generator_loads():
-    from fourloops.generate import NF4_DOUBLE_QUANT
+    from fourloops.loading import NF4_DOUBLE_QUANT
 
     for backend, double in NF4_DOUBLE_QUANT.items():
         assert FACTS["models"][backend]["nf4_format"] == ("nf4_dq" if double else "nf4"), backend
@@ -113,7 +114,7 @@ def test_a_probe_on_the_target_machine_gives_the_forecast_seconds_and_another_ma
         "key": asks.generator_key(GEN), "peak_vram_gib": 15.4, "machine_name": "pod", "gpu_name": "NVIDIA H200",
         "load_seconds": 17.0, "configurations": [{"references": 1, "seconds_per_item": 7.0},
                                                  {"references": 3, "seconds_per_item": 8.0}]}))
-    m = asks.Measurements.load(tmp_path)
+    m = asks.Measurements.load(tmp_path, measured_key)
     on_pod = asks.generator_ask(FACTS, GEN, n_references=3, n_views=8, measured=m, machine="pod")
     assert on_pod.seconds.value == pytest.approx(17.0 + 8 * 8.0) and "probe on pod (NVIDIA H200)" in on_pod.seconds.source
     on_desk = asks.generator_ask(FACTS, GEN, n_references=3, n_views=8, measured=m, machine="desk")

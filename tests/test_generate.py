@@ -17,6 +17,8 @@ import torch
 from PIL import Image
 
 from fourloops import generate as G
+from fourloops import hub, loading
+from fourloops.backends import BACKENDS
 from fourloops.io import read_json, sha256_file
 from fourloops.smoke_generators import build_smoke_generator
 
@@ -105,48 +107,48 @@ def test_loads_from_saved_dir(generator, smoke_dir):
     assert d["model_index_class"] == "QwenImageEditPlusPipeline"
     assert d["precision"] == "fp32" and d["device"] == "cpu"
     assert d["revision_kind"] == "local_dir_sha256" and len(d["revision"]) == 64
-    assert d["revision"] == G.local_dir_digest(smoke_dir)
+    assert d["revision"] == hub.local_dir_digest(smoke_dir)
     assert 0 < d["parameters"] < 1_000_000
     assert d["parameters"] == sum(d["parameters_by_component"].values())
 
 
 def test_loads_counted_once_per_load_not_per_generate(smoke_dir, generator):
-    before = G.LOADS
+    before = loading.LOADS
     g = G.load_backend(BACKEND, str(smoke_dir), None, "fp32", "cpu", SETTINGS)
-    assert G.LOADS == before + 1
+    assert loading.LOADS == before + 1
     first = g.generate(_refs(1), PROMPT.format(azimuth=90), SEED)
     g.generate(_refs(1), PROMPT.format(azimuth=180), SEED)
-    assert G.LOADS == before + 1
+    assert loading.LOADS == before + 1
     # a fresh load of the same directory gives the same bytes as the session's generator
     assert _png(first) == _png(generator.generate(_refs(1), PROMPT.format(azimuth=90), SEED))
 
 
 def test_unknown_backend_names_it_and_the_allowed_ones(smoke_dir):
-    before = G.LOADS
+    before = loading.LOADS
     with pytest.raises(ValueError) as err:
         G.load_backend("dalle", str(smoke_dir), None, "fp32", "cpu", SETTINGS)
     assert "dalle" in str(err.value)
-    for name in G.BACKENDS:
+    for name in BACKENDS:
         assert name in str(err.value)
-    assert G.LOADS == before
+    assert loading.LOADS == before
 
 
 def test_omnigen2_without_package_is_unavailable_with_install_hint(monkeypatch, smoke_dir):
     monkeypatch.setitem(sys.modules, "omnigen2", None)  # makes `import omnigen2...` fail even if installed
-    before = G.LOADS
-    with pytest.raises(G.GeneratorUnavailable) as err:
+    before = loading.LOADS
+    with pytest.raises(hub.GeneratorUnavailable) as err:
         G.load_backend("omnigen2", str(smoke_dir), None, "fp32", "cpu", SETTINGS)
     msg = str(err.value)
     assert "omnigen2" in msg and "VectorSpaceLab/OmniGen2" in msg
-    assert G.OMNIGEN2_COMMIT in msg and "git" in msg
-    assert G.LOADS == before
+    assert loading.OMNIGEN2_COMMIT in msg and "git" in msg
+    assert loading.LOADS == before
 
 
 def test_nf4_on_cpu_is_refused(smoke_dir):
-    before = G.LOADS
+    before = loading.LOADS
     with pytest.raises(ValueError, match=r"nf4.*CUDA"):
         G.load_backend(BACKEND, str(smoke_dir), None, "nf4", "cpu", SETTINGS)
-    assert G.LOADS == before
+    assert loading.LOADS == before
 
 
 def test_bad_settings_are_refused(smoke_dir):
@@ -159,7 +161,7 @@ def test_bad_settings_are_refused(smoke_dir):
 
 
 def test_missing_local_dir_is_clear(tmp_path):
-    with pytest.raises(G.GeneratorUnavailable, match="does not exist"):
+    with pytest.raises(hub.GeneratorUnavailable, match="does not exist"):
         G.load_backend(BACKEND, str(tmp_path / "absent"), None, "fp32", "cpu", SETTINGS)
 
 
@@ -170,13 +172,13 @@ def test_hub_id_not_in_cache_fails_clearly_without_network(monkeypatch, tmp_path
     monkeypatch.setenv("HF_HOME", str(hf_home))
     monkeypatch.setattr(hc, "HF_HOME", str(hf_home))
     monkeypatch.setattr(hc, "HF_HUB_CACHE", str(hf_home / "hub"))
-    before = G.LOADS
-    with pytest.raises(G.ModelNotCached) as err:
+    before = loading.LOADS
+    with pytest.raises(hub.ModelNotCached) as err:
         G.load_backend(BACKEND, "Qwen/Qwen-Image-Edit-2509", "abc123", "fp32", "cpu", SETTINGS)
     msg = str(err.value)
     assert "Qwen/Qwen-Image-Edit-2509" in msg and "abc123" in msg and str(hf_home) in msg
-    assert isinstance(err.value, G.GeneratorUnavailable)
-    assert no_network == [] and G.LOADS == before
+    assert isinstance(err.value, hub.GeneratorUnavailable)
+    assert no_network == [] and loading.LOADS == before
 
 
 def test_hub_id_loads_from_cache_snapshot(monkeypatch, tmp_path, smoke_dir, no_network):
@@ -246,11 +248,11 @@ def test_only_a_pod_fetches_a_missing_hub_model(monkeypatch, tmp_path):
         return str(snap)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
-    monkeypatch.delenv(G.FETCH_ENV, raising=False)
-    with pytest.raises(G.ModelNotCached):
-        G.resolve_model("OmniGen2/OmniGen2", "main")
+    monkeypatch.delenv(hub.FETCH_ENV, raising=False)
+    with pytest.raises(hub.ModelNotCached):
+        hub.resolve_model("OmniGen2/OmniGen2", "main")
     assert calls == [True]
-    monkeypatch.setenv(G.FETCH_ENV, "1")
-    path, info = G.resolve_model("OmniGen2/OmniGen2", "main")
+    monkeypatch.setenv(hub.FETCH_ENV, "1")
+    path, info = hub.resolve_model("OmniGen2/OmniGen2", "main")
     assert calls == [True, True, False]
     assert info == {"source": "hub_download", "resolved_revision": "0123abcd"} and path.name == "0123abcd"

@@ -19,6 +19,8 @@ import torch
 from PIL import Image
 
 from fourloops import generate as G
+from fourloops import loading
+from fourloops.lora_file import LORA_ADAPTER_NAME, LORA_METADATA_KEY, LoraFileError
 from fourloops.io import read_json, sha256_file
 from fourloops.smoke_generators import build_smoke_generator
 
@@ -68,7 +70,7 @@ def _save(path: Path, tensors: dict, metadata: dict | str | None) -> Path:
     from safetensors.torch import save_file
 
     meta = None if metadata is None else {
-        G.LORA_METADATA_KEY: metadata if isinstance(metadata, str) else json.dumps(metadata)}
+        LORA_METADATA_KEY: metadata if isinstance(metadata, str) else json.dumps(metadata)}
     save_file(tensors, str(path), metadata=meta)
     return path
 
@@ -114,7 +116,7 @@ def test_every_tensor_of_the_file_is_in_the_transformer_unmerged_and_in_eval(smo
 
     g = _load(smoke_dir, lora=lora_file)
     transformer = g.pipe.transformer
-    loaded = get_peft_model_state_dict(transformer, adapter_name=G.LORA_ADAPTER_NAME)
+    loaded = get_peft_model_state_dict(transformer, adapter_name=LORA_ADAPTER_NAME)
     saved = load_file(str(lora_file))
     assert set(loaded) == set(saved)
     for key, tensor in saved.items():
@@ -122,9 +124,9 @@ def test_every_tensor_of_the_file_is_in_the_transformer_unmerged_and_in_eval(smo
     layers = [m for m in transformer.modules() if isinstance(m, LoraLayer)]
     assert len(layers) == 4  # one transformer block: to_q, to_k, to_v, to_out.0
     for layer in layers:
-        assert layer.scaling[G.LORA_ADAPTER_NAME] == pytest.approx(8.0 / RANK)  # alpha / rank from the metadata
+        assert layer.scaling[LORA_ADAPTER_NAME] == pytest.approx(8.0 / RANK)  # alpha / rank from the metadata
         # the file says dropout 0.05 (training): none at inference
-        assert isinstance(layer.lora_dropout[G.LORA_ADAPTER_NAME], torch.nn.Identity)
+        assert isinstance(layer.lora_dropout[LORA_ADAPTER_NAME], torch.nn.Identity)
         assert not layer.merged
     assert not transformer.training
     assert not any(p.requires_grad for n, p in transformer.named_parameters() if "lora_" in n)
@@ -167,21 +169,21 @@ def test_describe_records_path_sha256_metadata_and_census(smoke_dir, lora_file, 
 
 def test_lora_for_another_backend_is_refused_before_the_model_loads(smoke_dir, tmp_path):
     path = _save(tmp_path / "og2.safetensors", _lora_tensors(smoke_dir), _meta(smoke_dir, backend="omnigen2"))
-    before = G.LOADS
-    with pytest.raises(G.LoraFileError) as err:
+    before = loading.LOADS
+    with pytest.raises(LoraFileError) as err:
         _load(smoke_dir, lora=path)
     msg = str(err.value)
     assert str(path) in msg and "'omnigen2'" in msg and f"'{BACKEND}'" in msg and "backend" in msg
-    assert G.LOADS == before
+    assert loading.LOADS == before
 
 
 def test_file_without_metadata_names_the_file_and_the_key(smoke_dir, tmp_path):
     path = _save(tmp_path / "bare.safetensors", _lora_tensors(smoke_dir), None)
-    before = G.LOADS
-    with pytest.raises(G.LoraFileError) as err:
+    before = loading.LOADS
+    with pytest.raises(LoraFileError) as err:
         _load(smoke_dir, lora=path)
-    assert str(path) in str(err.value) and G.LORA_METADATA_KEY in str(err.value)
-    assert G.LOADS == before
+    assert str(path) in str(err.value) and LORA_METADATA_KEY in str(err.value)
+    assert loading.LOADS == before
 
 
 @pytest.mark.parametrize("raw, over, named", [
@@ -198,11 +200,11 @@ def test_file_without_metadata_names_the_file_and_the_key(smoke_dir, tmp_path):
 def test_invalid_metadata_names_the_key_and_value(smoke_dir, tmp_path, raw, over, named):
     metadata = raw if raw is not None else _meta(smoke_dir, **over)
     path = _save(tmp_path / "bad.safetensors", _lora_tensors(smoke_dir), metadata)
-    before = G.LOADS
-    with pytest.raises(G.LoraFileError) as err:
+    before = loading.LOADS
+    with pytest.raises(LoraFileError) as err:
         _load(smoke_dir, lora=path)
     assert named in str(err.value) and str(path) in str(err.value)
-    assert G.LOADS == before
+    assert loading.LOADS == before
 
 
 def test_missing_lora_tensors_are_named(smoke_dir, tmp_path):
@@ -210,7 +212,7 @@ def test_missing_lora_tensors_are_named(smoke_dir, tmp_path):
     dropped = "transformer_blocks.0.attn.to_v.lora_B.weight"
     del tensors[dropped]
     path = _save(tmp_path / "short.safetensors", tensors, _meta(smoke_dir))
-    with pytest.raises(G.LoraFileError) as err:
+    with pytest.raises(LoraFileError) as err:
         _load(smoke_dir, lora=path)
     msg = str(err.value)
     assert str(path) in msg and "missing" in msg and dropped in msg
@@ -221,7 +223,7 @@ def test_tensors_for_a_module_that_does_not_exist_are_named(smoke_dir, tmp_path)
     extra = "transformer_blocks.5.attn.to_q.lora_A.weight"  # the tiny transformer has one block
     tensors[extra] = torch.ones(RANK, 32)
     path = _save(tmp_path / "extra.safetensors", tensors, _meta(smoke_dir))
-    with pytest.raises(G.LoraFileError) as err:
+    with pytest.raises(LoraFileError) as err:
         _load(smoke_dir, lora=path)
     msg = str(err.value)
     assert str(path) in msg and "match no LoRA module" in msg and extra in msg
@@ -229,7 +231,7 @@ def test_tensors_for_a_module_that_does_not_exist_are_named(smoke_dir, tmp_path)
 
 def test_tensors_of_another_rank_are_refused_with_their_shapes(smoke_dir, tmp_path):
     path = _save(tmp_path / "rank.safetensors", _lora_tensors(smoke_dir, rank=RANK), _meta(smoke_dir, rank=2))
-    with pytest.raises(G.LoraFileError) as err:
+    with pytest.raises(LoraFileError) as err:
         _load(smoke_dir, lora=path)
     msg = str(err.value)
     assert str(path) in msg and "wrong shape" in msg and "rank 2" in msg and f"[{RANK}, 32]" in msg
@@ -239,21 +241,21 @@ def test_non_lora_or_non_finite_tensors_are_refused(smoke_dir, tmp_path):
     tensors = _lora_tensors(smoke_dir)
     tensors["transformer_blocks.0.attn.to_q.weight"] = torch.zeros(32, 32)  # a base weight, not an adapter
     path = _save(tmp_path / "base.safetensors", tensors, _meta(smoke_dir))
-    with pytest.raises(G.LoraFileError, match="not LoRA A/B weights"):
+    with pytest.raises(LoraFileError, match="not LoRA A/B weights"):
         _load(smoke_dir, lora=path)
     tensors = _lora_tensors(smoke_dir)
     tensors["transformer_blocks.0.attn.to_q.lora_B.weight"][0, 0] = float("nan")
     path = _save(tmp_path / "nan.safetensors", tensors, _meta(smoke_dir))
-    with pytest.raises(G.LoraFileError, match="not finite"):
+    with pytest.raises(LoraFileError, match="not finite"):
         _load(smoke_dir, lora=path)
 
 
 def test_absent_or_unreadable_file_is_clear(smoke_dir, tmp_path):
-    with pytest.raises(G.LoraFileError, match="does not exist"):
+    with pytest.raises(LoraFileError, match="does not exist"):
         _load(smoke_dir, lora=tmp_path / "absent.safetensors")
     junk = tmp_path / "junk.safetensors"
     junk.write_bytes(b"not a safetensors file at all")
-    with pytest.raises(G.LoraFileError, match="not a readable safetensors file"):
+    with pytest.raises(LoraFileError, match="not a readable safetensors file"):
         _load(smoke_dir, lora=junk)
 
 
@@ -301,7 +303,7 @@ def test_generate_stage_refuses_a_missing_or_unasked_lora_and_writes_nothing(smo
     with pytest.raises(ValueError, match="lora = false"):
         generate_stage(**{**args, "lora": False}, lora_path=str(lora_file))
     bad = _save(tmp_path / "og2.safetensors", _lora_tensors(smoke_dir), _meta(smoke_dir, backend="omnigen2"))
-    with pytest.raises(G.LoraFileError, match="omnigen2"):
+    with pytest.raises(LoraFileError, match="omnigen2"):
         generate_stage(**args, lora_path=str(bad))
     out = Path(args["manifest_out"]).parent
     assert not out.exists() or not [p for p in out.rglob("*") if p.is_file()]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, SNAKEMAKE, snakemake_env
-from fourloops import asks, hailort, hef, machines, preflight, walls
+from fourloops import asks, hailort, hef, machines, preflight, refusal, walls
 from fourloops.stage import AskContext, stage_for
 
 STANDINS = REPO / "tests" / "standins"
@@ -299,6 +299,6 @@ def test_the_compile_is_refused_on_the_desk_and_fits_the_pod():
     job = walls.PendingJob("hef_compile", "results/hef/rfdetr-keypoint.hef", stage.profile,
                            stage.ask_for(AskContext(FACTS), {}, {"hef": hef_config()}))
     desk = walls.check_jobs([job], MACHINES, "desk")
-    text = walls.report(desk, MACHINES)
+    text = refusal.report(desk, MACHINES)
     assert not desk.ok and "32.50 GiB" in text and "39.87 GiB" in text and "licensed software" in text
     assert walls.check_jobs([job], MACHINES, "pod").ok

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import REPO, SNAKEMAKE, snakemake_env
-from fourloops import asks, levers, machines, walls
+from fourloops import asks, levers, machines, refusal, walls
 from fourloops.stage import AskContext, stage_for
 
 MACHINES = machines.load(REPO / "config" / "machines.yaml")
@@ -80,7 +80,7 @@ def test_the_heavy_generators_nf4_lever_is_the_generator_ask_at_nf4_and_says_whe
     # the video memory lever reaches the desk's card; its system memory (one bf16 copy streamed) does not
     assert not nf4.here and "here (desk): system memory 57.73 GiB > 47.00 GiB" in nf4.miss
     assert "cluster/rtx4090" in nf4.fits
-    text = walls.report(v, MACHINES)
+    text = refusal.report(v, MACHINES)
     assert "levers (each re-asked through rule generate's own ask" in text
     assert "generator.precision: nf4" in text and f"{nf4.ask.vram_mb / 1024.0:.2f} GiB" in text
 
@@ -139,7 +139,7 @@ def test_a_job_no_lever_reaches_says_so_with_the_nearest_miss():
     assert not found.reaches and all(not lv.fits for lv in found.levers)
     assert {lv.kind for lv in found.levers} >= {"precision", "size", "offload", "together"}
     assert found.summary.startswith("no lever reaches it; nearest: ")
-    text = walls.report(v, MACHINES)
+    text = refusal.report(v, MACHINES)
     assert "fits no configured machine" in text and found.summary in text
 
 
@@ -155,7 +155,7 @@ def test_the_dfcs_recorded_32_5_gib_has_only_where_it_runs_the_a40_pod_at_its_pr
     assert lever.fits == ("container on pod",) and f"{pod.gpu_name} {pod.vram_gib:g} GiB" in lever.name
     assert lever.hourly_usd == pod.hourly_usd and lever.cost_usd == pytest.approx(job.ask.seconds.value / 3600 * pod.hourly_usd)
     assert any("not levers here: dfc_optimize's figures are recorded" in n for n in found.notes)
-    text = walls.report(v, MACHINES)
+    text = refusal.report(v, MACHINES)
     assert f"${pod.hourly_usd:.2f}/h = ${lever.cost_usd:.2f}" in text and "NVIDIA A40 46 GiB" in text
     # container.host: pod, so profiles/pod sends the DFC's job to the pod: no "sends only pod jobs" caveat
     assert "container" in machines.placement("runpod", MACHINES) and "profiles/pod sends only" not in text

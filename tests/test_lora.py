@@ -18,9 +18,10 @@ import torch
 import yaml
 
 from conftest import REPO, SNAKEMAKE, job_process, run_snakemake, snakemake_env
-from fourloops import asks, lora, machines, walls
+from fourloops import asks, lora, lora_records, machines, refusal, walls
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.config import ConfigError, check_config, schema_with_slices
+from fourloops.lora_file import LORA_METADATA_KEY, LORA_TARGET_MODULES
 
 torch.set_num_threads(1)
 
@@ -66,11 +67,11 @@ def nothing_written(io: dict) -> None:
 
 # ------------------------------------------------------------------------------------------- records
 def test_records_are_distinct_ordered_pairs_drawn_deterministically():
-    a = lora.azimuth_pairs([0, 90, 180, 270], 12, seed=5)
-    assert a == lora.azimuth_pairs([0, 90, 180, 270], 12, seed=5)
+    a = lora_records.azimuth_pairs([0, 90, 180, 270], 12, seed=5)
+    assert a == lora_records.azimuth_pairs([0, 90, 180, 270], 12, seed=5)
     assert len(set(a)) == 12 and all(s != t for s, t in a)
-    assert a != lora.azimuth_pairs([0, 90, 180, 270], 12, seed=6)
-    recs = lora.make_records(a[:2], "orbit to {azimuth} from {source_azimuth}", {0: "0.png", 90: "90.png",
+    assert a != lora_records.azimuth_pairs([0, 90, 180, 270], 12, seed=6)
+    recs = lora_records.make_records(a[:2], "orbit to {azimuth} from {source_azimuth}", {0: "0.png", 90: "90.png",
                                                                                   180: "180.png", 270: "270.png"})
     assert recs[0]["instruction"] == f"orbit to {a[0][1]} from {a[0][0]}"
     assert recs[0]["target"] == f"{a[0][1]}.png"
@@ -78,7 +79,7 @@ def test_records_are_distinct_ordered_pairs_drawn_deterministically():
 
 def test_the_smoke_records_and_embeddings_jobs(smoke_run):
     work = smoke_run["workdir"]
-    records = lora.read_records(str(work / "results/lora/records.jsonl"))
+    records = lora_records.read_records(str(work / "results/lora/records.jsonl"))
     assert len(records) == 6  # lora.smoke.count
     for rec in records:
         assert f"orbited to {rec['target_azimuth']} degrees" in rec["instruction"]
@@ -118,7 +119,7 @@ def test_training_overfits_a_fixed_tiny_batch_without_ever_loading_the_text_enco
 
     monkeypatch.setattr(transformers.Qwen2_5_VLForConditionalGeneration, "from_pretrained", refuse)
     monkeypatch.setattr(transformers.Qwen2_5_VLForConditionalGeneration, "__init__", refuse)
-    first = lora.read_records(inputs["records"])[0]
+    first = lora_records.read_records(inputs["records"])[0]
     one = Path("one.jsonl")
     one.write_text(json.dumps(first) + "\n")
     s = spec(steps=40, accumulation=4, lr=3e-2, checkpoint_every=1000)
@@ -221,7 +222,7 @@ def test_census_in_the_provenance_matches_the_saved_file_and_its_contract(smoke_
     assert census["lora_tensors"] == len(lora_keys) == 2 * census["lora_layers"]
     assert census["trainable_parameters"] == sum(t.numel() for t in tensors.values()) == census["live_trainable_parameters"]
     with safe_open(str(path), framework="pt") as fh:
-        meta = json.loads(fh.metadata()[lora.META_KEY])
+        meta = json.loads(fh.metadata()[LORA_METADATA_KEY])
     assert set(meta) == CONTRACT_KEYS and meta == prov["lora_metadata"]
     assert meta["target_modules"] == ["to_q", "to_k", "to_v", "to_out.0"] and meta["model_set"] == "smoke"
     assert {re.sub(r".*\.(to_q|to_k|to_v|to_out\.0)\.lora_[AB]\.weight$", r"\1", k) for k in lora_keys} == \
@@ -257,7 +258,7 @@ def lora_job(frozen: str, encoder: str, resolution: int = 512) -> walls.PendingJ
 def test_the_seeds_fp32_setup_with_the_encoder_at_512_is_refused_on_the_desk_and_bf16_without_it_fits():
     seeds = walls.check_jobs([lora_job("fp32", "resident")], MACHINES, "desk")
     assert not seeds.ok
-    text = walls.report(seeds, MACHINES)
+    text = refusal.report(seeds, MACHINES)
     assert f"{driver_gib(25.05):.2f} GiB" in text and "bench/lora_gpu.py" in text and "fits pod" in text, text
     assert walls.check_jobs([lora_job("bf16", "precomputed")], MACHINES, "desk").ok
     assert lora_job("bf16", "precomputed").ask.vram.value == pytest.approx(driver_gib(9.23))
@@ -277,6 +278,30 @@ def test_the_config_chooses_the_profile_and_a_real_run_is_refused_by_the_walls(t
     proc = run_snakemake(tmp_path, f"--configfile={cfg}", "-n", "results/lora/camera.safetensors")
     block = proc.stdout.split("rule lora_train:")[1].split("\n\n")[0]
     assert "profile=pod" in block, block
+
+
+def test_the_seeds_setup_refused_on_the_desk_offers_the_loras_own_knobs_in_rfd_1140s_order():
+    """Text encoder off the card (~7 GiB), then bf16 frozen weights, then the resolution, each re-asked."""
+    from fourloops.stage import AskContext, stage_for
+
+    job = {"backend": "omnigen2", "frozen_dtype": "fp32", "text_encoder": "resident", "resolution": 512,
+           "device": "cuda", "accumulation": 8, "steps": 200, "model_set": "real"}
+    ctx, params = AskContext(FACTS), {"train": job}
+    ask = stage_for("lora_train").ask_for(ctx, {}, params)
+    pending = walls.PendingJob("lora_train", "results/lora/camera.safetensors", "desk", ask, {}, params, ctx)
+    verdict = walls.check_jobs([pending], MACHINES, "desk")
+    assert not verdict.ok
+    (found,) = refusal.levers_of(verdict, MACHINES).values()
+    knobs = [lv for lv in found.levers if lv.kind in ("setting", "precision", "size")]
+    assert [lv.name for lv in knobs] == ["lora.text_encoder: precomputed", "lora.frozen_dtype: bf16",
+                                         "lora.resolution: 256"]
+    encoder_off, bf16, small = (lv.ask.vram_mb / 1024.0 for lv in knobs)
+    assert encoder_off == pytest.approx(driver_gib(17.95), abs=0.01)  # the fp32 step without the encoder, measured
+    assert bf16 == pytest.approx(driver_gib(16.34), abs=0.01)  # bf16 with the encoder resident, measured
+    assert 6.5 < ask.vram_mb / 1024.0 - encoder_off < 8.0 and small < ask.vram_mb / 1024.0
+    assert knobs[0].here and knobs[1].here
+    text = refusal.report(verdict, MACHINES)
+    assert "lora.text_encoder: precomputed" in text and f"{encoder_off:.2f} GiB" in text, text
 
 
 # ------------------------------------------------------------------------------------- bad inputs
@@ -302,6 +327,7 @@ def checked(tmp_path: Path, lora_cfg: dict, **top) -> str:
     ({"records": {"instruction": "turn around"}}, "lora.records.instruction = 'turn around'"),
     ({"frozen_dtype": "fp16"}, "lora.frozen_dtype = 'fp16'"),
     ({"target_modules": []}, "lora.target_modules = []"),
+    ({"target_modules": ["to_q", "add_q_proj"]}, "lora.target_modules[1] = 'add_q_proj'"),
 ])
 def test_bad_lora_config_is_refused_at_parse_time(tmp_path, lora_cfg, expect):
     msg = checked(tmp_path, lora_cfg)
@@ -379,12 +405,16 @@ def test_a_resolution_the_backend_cannot_take_is_refused_before_any_step(inputs)
     nothing_written(inputs)
 
 
-def test_an_unknown_target_module_names_the_ones_that_exist(inputs):
+def test_a_target_module_the_reader_refuses_is_refused_by_the_library_too():
     with pytest.raises(lora.LoraError) as err:
-        train(spec(target_modules=["to_q", "to_qq"]), inputs)
-    msg = str(err.value)
-    assert "lora.target_modules = ['to_q', 'to_qq']: ['to_qq']" in msg and "'to_out.0'" in msg and "'add_q_proj'" in msg
-    nothing_written(inputs)
+        spec(target_modules=["to_q", "add_q_proj"])  # a Linear of the transformer, but the reader loads 4 names
+    assert "lora.target_modules = ['to_q', 'add_q_proj']" in str(err.value)
+    assert str(list(LORA_TARGET_MODULES)) in str(err.value)
+
+
+def test_the_schema_allows_exactly_the_target_modules_the_reader_loads():
+    schema = yaml.safe_load((REPO / "config" / "schema.d" / "lora.yaml").read_text())
+    assert schema["properties"]["target_modules"]["items"]["enum"] == list(LORA_TARGET_MODULES)
 
 
 def test_rank_and_accumulation_are_refused_by_the_library_too():

@@ -9,7 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from fourloops.preflight import Need, check, checkpoint_problem, model_dir_problem
+from fourloops.filecheck import checkpoint_problem, model_dir_problem
+from fourloops.preflight import Need, check
 
 
 def test_a_torch_checkpoint_passes(tmp_path):

@@ -94,6 +94,7 @@ def test_the_detector_is_built_at_its_real_shape_and_loads_through_the_real_load
 
 def test_a_cpu_probe_of_the_detector_records_the_new_fields_and_the_wall_check_reads_it(detector_dir, tmp_path):
     from fourloops import asks
+    from fourloops.stage import measured_key
     from fourloops.stages.probe import probe
 
     out, _ = detector_dir
@@ -113,7 +114,7 @@ def test_a_cpu_probe_of_the_detector_records_the_new_fields_and_the_wall_check_r
     # a CUDA probe's peak (hand-made from this record) is what the wall check uses: measured beats estimated
     rec["peak_vram_gib"] = 0.31
     record_path.write_text(json.dumps(rec))
-    m = asks.Measurements.load(tmp_path)
+    m = asks.Measurements.load(tmp_path, measured_key)
     fig = m.peak(rec["key"], "desk")
     assert fig.value == 0.31 and fig.source.startswith("measured: probe on desk")
     a = asks.detector_ask(FACTS, {**settings, "device": "cuda"}, measured=m)
@@ -312,6 +313,7 @@ def test_a_lora_step_probe_runs_the_trainer_and_the_wall_check_reads_its_peak_an
     """The LoRA probe is fourloops.lora.train itself, a few optimizer steps on synthetic records of the real shapes."""
     pytest.importorskip("diffusers")
     from fourloops import asks
+    from fourloops.stage import measured_key
     from fourloops.stages.probe import probe
 
     out = tmp_path / "models" / "qwen_image_edit_plus"
@@ -327,5 +329,5 @@ def test_a_lora_step_probe_runs_the_trainer_and_the_wall_check_reads_its_peak_an
     assert len(conf["items"]) == 3 and conf["seconds_per_item"] > 0 and conf["error"] is None
     assert rec["model"]["components_loaded"] == ["transformer", "vae"] and not rec["model"]["text_encoder_loaded"]
     assert rec["model"]["census"]["lora_tensors"] > 0
-    timing = asks.Measurements.load(tmp_path).timing(rec["key"], "desk")
+    timing = asks.Measurements.load(tmp_path, measured_key).timing(rec["key"], "desk")
     assert timing is not None and timing[1] == conf["seconds_per_item"]

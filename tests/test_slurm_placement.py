@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from conftest import REPO
-from fourloops import machines, slurm, walls
+from fourloops import machines, refusal, slurm, walls
 from fourloops.asks import Ask
 
 TABLE = machines.load(REPO / "config" / "machines.yaml")
@@ -27,7 +27,7 @@ def test_each_job_goes_to_the_smallest_partition_that_fits_or_stays_for_a_desk_d
 def test_a_job_no_partition_fits_is_refused_with_the_closest_partitions_rows():
     placed = slurm.place([job("huge", 120.0, devices=("cuda",))], TABLE, "cluster")
     assert placed.where["results/huge"] == "refused" and not placed.verdict.ok
-    text = slurm.report(placed, TABLE)
+    text = refusal.cluster_report(placed, TABLE)
     assert "video memory" in text and "120.00 GiB" in text and "80.00 GiB" in text, text
 
 
@@ -36,10 +36,10 @@ def test_the_card_is_asked_the_way_the_cluster_understands_never_gpu_and_gres_to
     for how, expect in (("gpu", {"gpu": 1, "gpu_model": "rtx4090"}), ("gres", {"gres": "gpu:rtx4090:1"})):
         table = copy.deepcopy(TABLE)
         table["cluster"]["slurm"]["gpu_request"] = how
-        c = slurm.cluster(table, "cluster")
+        c = machines.cluster(table, "cluster")
         part = next(p for p in c.partitions if p.name == "rtx4090")
         got = slurm.request(ask, part, c)
         assert got == {"slurm_partition": "rtx4090", **expect}, got
         assert not {"gpu", "gres"} <= set(got)
-    cpu = next(p for p in slurm.cluster(TABLE, "cluster").partitions if p.name == "cpu")
-    assert slurm.request(Ask.of(0.0, 2.0), cpu, slurm.cluster(TABLE, "cluster")) == {"slurm_partition": "cpu"}
+    cpu = next(p for p in machines.cluster(TABLE, "cluster").partitions if p.name == "cpu")
+    assert slurm.request(Ask.of(0.0, 2.0), cpu, machines.cluster(TABLE, "cluster")) == {"slurm_partition": "cpu"}

@@ -72,7 +72,7 @@ with job(snakemake) as run:
 '''
 TOY_MODULE = '''"""A throwaway stage: counts the skeleton's joints (tests only)."""
 from fourloops.io import read_json, write_json
-from fourloops.stage import Stage
+from fourloops.stage import Knob, Stage
 
 
 def toy_stage(skeleton: str, out: str) -> dict:
@@ -93,7 +93,8 @@ def needs(params):
     return [Need("checkpoint", params["toy"]["weights"], rule="toy")]
 
 
-STAGE = Stage(name="toy", rules=("toy",), profile="pod", ask=ask, needs=needs)
+STAGE = Stage(name="toy", rules=("toy",), profile="pod", ask=ask, needs=needs,
+              knobs=(Knob(("toy",), "vram_gib", ("toy", "vram_gib"), "size", values=(20.0,)),))
 '''
 TOY_SCHEMA = '''description: The toy stage (tests only).
 type: object
@@ -176,6 +177,40 @@ def test_a_changed_module_marks_exactly_the_jobs_whose_code_imports_it(repo_copy
         assert "params have changed" in proc.stdout.lower()
 
 
+LORA_STAGES = ("lora_records", "lora_embeddings", "lora_train")
+
+
+def code_digests(repo: Path, stages: tuple[str, ...]) -> dict[str, str]:
+    """Each stage's code digest as a fresh process computes it from `repo`'s sources."""
+    script = ("import json, sys; from fourloops import lineage; "
+              "print(json.dumps({s: lineage.code_digest('fourloops.stages.' + s) for s in sys.argv[1:]}))")
+    proc = subprocess.run([sys.executable, "-c", script, *stages], capture_output=True, text=True, check=True,
+                          env=copy_env(repo))
+    return json.loads(proc.stdout)
+
+
+def test_generator_inference_is_no_part_of_the_loras_lineage(repo_copy):
+    """An edit to inference (fourloops.generate) retrains nothing; an edit to the LoRA's training does."""
+    stages = ("generate", "restyle", *LORA_STAGES)
+    before = code_digests(repo_copy, stages)
+    with edited(repo_copy / "src" / "fourloops" / "generate.py", "\n# an edit to inference only\n"):
+        after = code_digests(repo_copy, stages)
+    assert {s for s in stages if after[s] != before[s]} == {"generate", "restyle"}
+    with edited(repo_copy / "src" / "fourloops" / "lora.py", "\n# an edit to the LoRA's training\n"):
+        after = code_digests(repo_copy, stages)
+    assert {s for s in stages if after[s] != before[s]} == {"lora_train"}
+    for stage in LORA_STAGES:
+        assert "fourloops.generate" not in lineage.closure(f"fourloops.stages.{stage}")
+
+
+def test_an_inference_edit_reruns_the_views_and_what_reads_them_never_the_lora(repo_copy, built_copy):
+    with edited(repo_copy / "src" / "fourloops" / "generate.py", "\n# an edit to inference only\n"):
+        proc = smk(repo_copy, built_copy, "-n", "results/ladder.csv")
+    got = planned(proc)
+    assert got == sorted(["generate"] * 4 + ["keypoints_generated"] * 4 + ["fit"] * 4 + ["ladder"]), \
+        proc.stdout[-3000:]
+
+
 # ------------------------------------------------------------------------- staleness follows the bytes
 def test_a_machine_setting_marks_nothing_stale(repo_copy, built_copy):
     """The busy-card guard's limit is where a job runs, not what it makes: 2 -> 3 GiB rebuilds nothing."""
@@ -209,6 +244,8 @@ def test_a_new_stage_is_seen_by_walls_preflight_plan_and_lineage(repo_copy, buil
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "walls:" in out and "rule toy, 1 job(s)" in out, out[-3000:]
     assert "toy: config toy.vram_gib" in out and "fits pod" in out
+    # its own knob among the levers, re-asked through its own ask: 20 GiB fits the desk
+    assert re.search(r"^  toy\.vram_gib: 20\.0 +20\.00 GiB .*desk \(here\)", out, re.M), out[-3000:]
     assert not (built_copy / "results" / "toy").exists()
     # the plan: the toy's job, its profile, its verdict on each machine
     cmd = [FOURLOOPS, "plan", "--json", "-s", str(toy / "Snakefile"), "--profile", str(toy / "profiles" / "smoke"),

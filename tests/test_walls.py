@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from conftest import REPO, SNAKEMAKE, snakemake_env
-from fourloops import asks, machines, walls
+from fourloops import asks, machines, refusal, walls
 
 MACHINES = machines.load(REPO / "config" / "machines.yaml")
 FACTS = asks.load_facts(REPO / "config" / "models.yaml")
@@ -27,7 +27,7 @@ def dfc_job():
 def test_dfc_optimize_is_refused_on_the_desk_with_rfd_1165s_table():
     v = walls.check_jobs([dfc_job()], MACHINES, "desk")
     assert not v.ok
-    text = walls.report(v, MACHINES)
+    text = refusal.report(v, MACHINES)
     for word in ("wall", "asked", "available", "verdict", "source of the asked figure",
                  "video memory", "32.50 GiB", "24.00 GiB", "RFD 1165", "fits pod: NVIDIA A40 46 GiB"):
         assert word in text, (word, text)
@@ -46,7 +46,7 @@ def test_usb_device_fits_only_the_desk():
 def test_an_ask_above_the_profiles_vram_resource_is_refused_not_capped():
     job = pending("g", "x", "pod", 30.0, 1, devices=("cuda",))
     v = walls.check_jobs([job], MACHINES, "pod", provided_vram_mb=24576)
-    assert not v.ok and "cap" in walls.report(v, MACHINES)
+    assert not v.ok and "cap" in refusal.report(v, MACHINES)
 
 
 def test_the_default_profile_declares_the_desk_card():
@@ -122,4 +122,4 @@ def test_under_the_pod_executor_pod_jobs_meet_the_pods_walls_and_desk_jobs_the_d
     usb = pending("run2", "r", "desk", 0, 1, devices=("hailo_usb",))
     assert not walls.check_jobs([gen, usb], MACHINES, "desk").ok  # all on the desk: 30 GiB > 24 GiB
     placed = walls.check_jobs([gen, usb], MACHINES, "desk", placement={"pod": "pod"})
-    assert placed.ok, walls.report(placed, MACHINES)
+    assert placed.ok, refusal.report(placed, MACHINES)

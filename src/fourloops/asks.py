@@ -155,11 +155,11 @@ class Measurements:
     driver: dict[str, Figure] = field(default_factory=dict)  # the largest NVML peak of a process, by model key
 
     @classmethod
-    def load(cls, workdir: str | Path, index=None) -> "Measurements":
-        """Probes under results/probe/, and every provenance record whose stage says which model key it measures
-        (`index`: the working directory's fourloops.records index, when the caller has read it already)."""
+    def load(cls, workdir: str | Path, measures, index=None) -> "Measurements":
+        """Probes under results/probe/, and every provenance record that `measures(rule, data)` says measures a
+        model key (the caller's stage lookup: fourloops.stage.measured_key; None: not a measurement). `index`: the
+        working directory's fourloops.records index, when the caller has read it already."""
         from fourloops import records
-        from fourloops.stage import UnknownRule, stage_for
 
         root = Path(workdir)
         out = cls()
@@ -174,12 +174,8 @@ class Measurements:
             out._saw(key, rec.get("peak_nvml_process_gib"), f"NVML peak of the probe on {rec.get('machine_name', '?')}, {path}")
         for record in (index if index is not None else records.index(root)).records:
             peak = record.data.get("peak_vram_gib")
-            try:
-                stage = stage_for(record.rule)
-            except UnknownRule:
-                continue
-            key = stage.measures(record.data) if stage.measures else None
-            if peak is not None and key:
+            key = measures(record.rule, record.data) if peak is not None else None
+            if key:
                 where = root / record.path
                 out.history[key] = Figure(float(peak), f"measured: provenance {where} ({record.data.get('started', '?')})")
             if key:

@@ -178,7 +178,7 @@ def drop_damaged_cache_files(cache: Path) -> list[Path]:
     file's end (a build killed mid-write, a full disk): anny then rebuilds them. Reads headers only."""
     import logging
 
-    from fourloops.preflight import safetensors_problem
+    from fourloops.filecheck import safetensors_problem
 
     dropped = []
     for file in sorted(cache.rglob("*.safetensors")):
@@ -260,3 +260,55 @@ def build_body(phenotype: Mapping[str, Any], pose: Mapping[str, Any]) -> Body:
     for arr in (vertices, keypoints, center):
         arr.setflags(write=False)
     return Body(vertices=vertices, faces=faces, keypoints3d=keypoints, center=center, height_m=height)
+
+
+def anny_tables() -> dict:
+    """Anny's tables (fourloops.anny_tables) from the installed anny (builds the model from its cache).
+
+    A phenotype's allowed range is Anny's interpolation anchors' span cut to the range
+    build_body accepts, so a value the config check passes is one the render takes.
+    """
+    import importlib.metadata
+
+    import torch
+    from anny.models.phenotype import make_phenotype_anchors
+
+    model, _, _ = _model()
+    anchors = make_phenotype_anchors(torch.float64)
+    lo_body, hi_body = PHENOTYPE_RANGE
+    phenotype = {}
+    for label in model.phenotype_labels:
+        lo, hi = round(float(anchors[label].min()), 12), round(float(anchors[label].max()), 12)
+        phenotype[label] = {"min": max(lo, lo_body), "max": min(hi, hi_body), "anny_anchors": [lo, hi]}
+    return {
+        "anny_version": importlib.metadata.version("anny"),
+        "phenotype": phenotype,
+        "bones": [str(b) for b in model.bone_labels],
+    }
+
+
+def write_anny_tables(path: str | Path | None = None) -> Path:
+    """Regenerate the table file (atomically: a temporary file renamed over it)."""
+    import json
+    import tempfile
+
+    from fourloops.anny_tables import TABLE_PATH
+
+    path = Path(path or TABLE_PATH)
+    text = json.dumps(anny_tables(), indent=1) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(write_anny_tables(sys.argv[1] if len(sys.argv) > 1 else None))

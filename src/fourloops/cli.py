@@ -70,9 +70,10 @@ def probes(args) -> int:
     """List the probe records the wall check will use (results/probe/<machine>/*.json), one line per configuration,
     then the peaks measured by earlier jobs' provenance."""
     from fourloops.asks import Measurements
+    from fourloops.stage import measured_key
     from fourloops.tables import format_table
 
-    m = Measurements.load(args.workdir)
+    m = Measurements.load(args.workdir, measured_key)
     if not m.probes and not m.history:
         print("no probes or measured provenance yet: run `snakemake probe` on the machine")
     rows = []

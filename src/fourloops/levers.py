@@ -6,8 +6,9 @@ minutes). For a refused job:
 
 - where it runs, unchanged: every machine of config/machines.yaml (desk, pod, SLURM partitions), and the
   pod on each GPU class of `pod.gpu_classes` / `pod.runpod.widen_gpus` with more memory than the pod's wall;
-- a config knob the job's params carry (generator precision and size, the scorer's precision, the detector's
-  resolution), each allowed value milder than its stop tried in turn through the stage's own `ask`;
+- each config knob the job's stage declares (`Stage.knobs`, in its order: generator precision and size, the
+  scorer's precision, the detector's resolution, the LoRA's text encoder, frozen dtype and resolution), each
+  value milder than its stop tried in turn through the stage's own `ask`;
 - model CPU offload for a multi-component generator (fourloops.asks.offload_ask: models.yaml `offload`);
 - when no single knob fits the target, all of them at their stops together.
 
@@ -29,31 +30,16 @@ from fourloops import machines as machines_mod
 from fourloops import walls
 from fourloops.asks import GIB, Ask
 from fourloops.machines import Machine
+from fourloops.stage import Knob, stage_for
 from fourloops.tables import format_table
+from fourloops.tables import gib as _gib
+from fourloops.tables import hms as _hms
 
 GB = 10**9  # machines.yaml: GiB = 2^30, GB = 10^9 (the GPU classes' vram_gb)
 REPO = Path(__file__).resolve().parents[2]
 SCHEDULER = walls.WALL_NAMES["scheduler"]
 
 
-@dataclass(frozen=True)
-class Knob:
-    """A config value in a rule's params that the stage's ask reads."""
-
-    where: tuple[str, ...]  # path of the config mapping inside the rule's params
-    key: str  # its field
-    config: tuple[str, ...]  # the config key it comes from (and its property in the config schema)
-    kind: str  # precision | size
-
-
-KNOBS = (
-    Knob(("job", "generator"), "precision", ("generator", "precision"), "precision"),
-    Knob(("generator",), "precision", ("generator", "precision"), "precision"),
-    Knob(("job", "generator"), "size", ("generator", "size"), "size"),
-    Knob(("generator",), "size", ("generator", "size"), "size"),
-    Knob(("job", "scorer"), "precision", ("grades", "precision"), "precision"),
-    Knob(("detector",), "resolution", ("keypoints", "resolution"), "size"),
-)
 GENERATORS = (("job", "generator"), ("generator",))  # where a generator's config sits in params (offload)
 
 
@@ -65,7 +51,7 @@ class Place:
     machine: Machine
     hourly_usd: float | None
     here: bool
-    partition: object = None  # a fourloops.slurm.Partition: its time limit is a wall too
+    partition: object = None  # a fourloops.machines.Partition: its time limit is a wall too
     note: str = ""
     home: bool = False  # the machine the job's profile tag names (a pod job's pod): its refusal is shown too
 
@@ -73,7 +59,7 @@ class Place:
 @dataclass(frozen=True)
 class Lever:
     name: str
-    kind: str  # placement | gpu_class | precision | size | offload | together
+    kind: str  # placement | gpu_class | precision | size | setting | offload | together
     ask: Ask | None  # None: nothing to re-ask (no larger GPU class configured)
     fits: tuple[str, ...]  # labels of the places where every wall fits, the target first
     here: bool  # fits the machine the job was checked on
@@ -132,15 +118,6 @@ class Levers:
 
 
 # ------------------------------------------------------------------------------------- helpers
-def _gib(x: float) -> str:
-    return f"{x:.2f} GiB"
-
-
-def _hms(s: float) -> str:
-    s = int(round(s))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
 @functools.lru_cache(maxsize=1)
 def _config_schema() -> dict:
     from fourloops.config import schema_with_slices
@@ -207,9 +184,7 @@ def _why(place: Place, rows: list[walls.Row], here: bool = False) -> str:
 # ------------------------------------------------------------------------------------- where it runs
 def _here_names(table: dict, target: str, job: walls.PendingJob, placement: dict | None) -> set[str]:
     if target in machines_mod.clusters(table):
-        from fourloops import slurm
-
-        return {p.machine.name for p in slurm.cluster(table, target).partitions}
+        return {p.machine.name for p in machines_mod.cluster(table, target).partitions}
     return {walls.target_for(job, table, target, placement).name}
 
 
@@ -237,9 +212,7 @@ def places(job: walls.PendingJob, table: dict, target: str, placement: dict | No
         home = name == (table.get(job.profile, {}).get("host", job.profile) if job.profile in table else job.profile)
         out.append(Place(m.name, m, m.hourly_usd, m.name in here, note=note, home=home))
     for cname in machines_mod.clusters(table):
-        from fourloops import slurm
-
-        for p in slurm.cluster(table, cname).partitions:
+        for p in machines_mod.cluster(table, cname).partitions:
             out.append(Place(p.machine.name, p.machine, None, p.machine.name in here, partition=p,
                              note=f"--config machine={cname} (the partition fourloops.slurm chooses)"))
     pod_raw = table.get("pod") if "pod" in machines_mod.names(table) else None
@@ -309,6 +282,8 @@ def _candidates(knob: Knob, params: dict, facts: dict, model: str) -> list[objec
     """The knob's allowed values milder-to-stronger than its current one (config schema; bytes_per_param)."""
     holder = _lookup(params, knob.where)
     current = holder[knob.key]
+    if knob.values:  # the stage's own list, mildest first
+        return [v for v in knob.values if v != current]
     spec = _schema_of(knob.config)
     if knob.kind == "precision":
         size = facts["bytes_per_param"]
@@ -343,8 +318,6 @@ def _knob_lever(job, knob: Knob, facts: dict, every: list[Place], as_is: set[str
 
 
 def _stage_ask(job: walls.PendingJob):
-    from fourloops.stage import stage_for
-
     stage = stage_for(job.rule)
     return lambda params: stage.ask_for(job.context, job.wildcards, params)
 
@@ -380,7 +353,7 @@ def find(job: walls.PendingJob, table: dict, target: str, placement: dict | None
     else:
         everywhere = every + larger
         stops = []
-        for knob in KNOBS:
+        for knob in stage_for(job.rule).knobs:
             holder = _lookup(job.params, knob.where)
             if not isinstance(holder, dict) or knob.key not in holder:
                 continue
@@ -400,7 +373,7 @@ def find(job: walls.PendingJob, table: dict, target: str, placement: dict | None
             "" if schema_has else "generator has no offload setting yet (config/schema.yaml)") if x)
         if offload is not None and offload.vram_mb < job.ask.vram_mb:
             levers.append(_evaluate(job, offload, everywhere, "offload", "offload", why, frozenset(as_is)))
-        model_levers = [lv for lv in levers if lv.kind in ("precision", "size", "offload")]
+        model_levers = [lv for lv in levers if lv.kind in ("precision", "size", "setting", "offload")]
         if len(model_levers) >= 2 and not any(lv.here for lv in model_levers):
             params = _with(job.params, [(k.where, k.key, v) for k, v in stops])
             together = _stage_ask(job)(params)

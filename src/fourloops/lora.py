@@ -1,4 +1,5 @@
-"""The camera LoRA: training records from Anny renders, instruction embeddings, and the LoRA training.
+"""The camera LoRA's training (its records: fourloops.lora_records; its embeddings: fourloops.lora_embeddings; its
+file: fourloops.lora_file, so an edit here makes only the training stale).
 
 Three jobs, three processes (rules/lora.smk):
   * records: ordered pairs of distinct record azimuths (source view -> target view), drawn once with a
@@ -21,8 +22,8 @@ The flow-matching objective, per backend:
 Timesteps are uniform in (0, 1) (OmniGen2 trains lognormal with a time shift; not reproduced here).
 
 The saved LoRA (a contract with the generator's loader): exactly `peft.get_peft_model_state_dict(transformer)`
-and the safetensors metadata key `fourloops.lora` (META_KEY) = JSON with rank, alpha, dropout,
-target_modules, backend, base_model, model_set, steps, resolution, frozen_dtype.
+and the safetensors metadata key `fourloops.lora` (`fourloops.lora_file`, which owns the format) = JSON with rank,
+alpha, dropout, target_modules, backend, base_model, model_set, steps, resolution, frozen_dtype.
 """
 
 from __future__ import annotations
@@ -32,59 +33,20 @@ import hashlib
 import json
 import random
 import shutil
-import string
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fourloops.io import atomic_dir, atomic_path, read_json, sha256_file, write_json, write_text
+from fourloops.io import atomic_dir, atomic_path, read_json, sha256_file, write_json
+from fourloops.loading import _import_omnigen2, _torch_dtype
+from fourloops.lora_embeddings import EMBEDDINGS_META_KEY
+from fourloops.lora_file import LORA_FROZEN_DTYPES, LORA_METADATA_KEY, LORA_TARGET_MODULES
+from fourloops.lora_records import LoraError, read_records
 
-META_KEY = "fourloops.lora"
-EMBEDDINGS_META_KEY = "fourloops.lora_embeddings"
 CHECKPOINT_PREFIX = "step-"
 BITSANDBYTES_PIN = "bitsandbytes==0.50.2"  # envs/pod.txt
 # Keys of the training config that do not change what a step computes: a resume may differ in them.
 RESUMABLE_KEYS = ("checkpoint_every",)
-
-
-class LoraError(ValueError):
-    """A LoRA setting or input that cannot train. The message names the key, the value and what is allowed;
-    it is raised before anything is written."""
-
-
-# ------------------------------------------------------------------------------------------ records
-def azimuth_pairs(azimuths: list[int], count: int, seed: int, key: str = "lora.records") -> list[tuple[int, int]]:
-    """`count` distinct ordered (source, target) pairs of distinct azimuths, drawn with `seed`."""
-    pairs = [(int(s), int(t)) for s in azimuths for t in azimuths if s != t]
-    if count > len(pairs):
-        raise LoraError(f"{key}.count = {count}: more records than azimuth pairs; allowed: at most {len(pairs)} "
-                        f"({len(azimuths)} azimuths give {len(azimuths)} x {len(azimuths) - 1} ordered pairs)")
-    return random.Random(int(seed)).sample(pairs, int(count))
-
-
-def instruction_for(template: str, target: int, source: int) -> str:
-    fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
-    if "azimuth" not in fields or fields - {"azimuth", "source_azimuth"}:
-        raise LoraError(f"lora.records.instruction = {template!r}: allowed: a text with {{azimuth}} (the target "
-                        "view's) and optionally {source_azimuth}")
-    return template.format(azimuth=int(target), source_azimuth=int(source))
-
-
-def make_records(pairs: list[tuple[int, int]], template: str, image_of: dict[int, str]) -> list[dict]:
-    return [{"id": f"r{i:04d}", "source": image_of[s], "target": image_of[t], "source_azimuth": s,
-             "target_azimuth": t, "instruction": instruction_for(template, t, s)} for i, (s, t) in enumerate(pairs)]
-
-
-def write_records(path: str, records: list[dict]) -> None:
-    write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
-
-
-def read_records(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        records = [json.loads(line) for line in fh if line.strip()]
-    if not records:
-        raise LoraError(f"{path}: no training records")
-    return records
 
 
 # ------------------------------------------------------------------------------------ the model files
@@ -192,72 +154,6 @@ def _pixels(image):
     return torch.from_numpy(arr).permute(2, 0, 1).unsqueeze(0).contiguous()
 
 
-# ------------------------------------------------------------------------------------- embeddings
-def _pipeline_without(backend: str, path: Path, dtype, parts: tuple[str, ...]):
-    """The generator's own pipeline class, loaded from `path` with `parts` left out (None: never read)."""
-    skip = {p: None for p in parts}
-    if backend == "qwen_image_edit_plus":
-        from diffusers import QwenImageEditPlusPipeline
-
-        return QwenImageEditPlusPipeline.from_pretrained(str(path), dtype=dtype, local_files_only=True, **skip)
-    if backend == "omnigen2":
-        from fourloops.generate import _import_omnigen2
-
-        OmniGen2Pipeline, _ = _import_omnigen2()
-        return OmniGen2Pipeline.from_pretrained(str(path), dtype=dtype, local_files_only=True,
-                                                trust_remote_code=True, **skip)
-    raise LoraError(f"generator.backend = {backend!r}: no LoRA training for it; allowed: qwen_image_edit_plus, omnigen2")
-
-
-def _torch_dtype(name: str):
-    import torch
-
-    return {"fp32": torch.float32, "bf16": torch.bfloat16}[name]
-
-
-def compute_embeddings(backend: str, model: str, revision: str | None, dtype: str, device: str,
-                       records: list[dict], out_path: str, max_sequence_length: int = 1024) -> dict:
-    """Each record's instruction through the generator's text encoder (its pipeline's encode_prompt), written
-    to one safetensors file: `<id>.embeds` (seq, dim) and `<id>.mask` (seq). Returns provenance fields."""
-    import torch
-    from safetensors.torch import save_file
-
-    from fourloops.generate import resolve_model
-
-    path, source = resolve_model(model, revision)
-    pipe = _pipeline_without(backend, path, _torch_dtype(dtype), ("transformer", "vae"))
-    pipe.to(device)
-    loaded = sorted(k for k, v in pipe.components.items() if isinstance(v, torch.nn.Module))
-    tensors = {}
-    t0 = time.perf_counter()
-    with torch.inference_mode():
-        for rec in records:
-            if backend == "qwen_image_edit_plus":
-                from diffusers.pipelines.qwenimage.pipeline_qwenimage_edit_plus import (
-                    CONDITION_IMAGE_SIZE, calculate_dimensions)
-                from PIL import Image
-
-                with Image.open(rec["source"]) as im:  # the encoder sees the source view, as the pipeline does
-                    src = im.convert("RGB")
-                w, h = calculate_dimensions(CONDITION_IMAGE_SIZE, src.width / src.height)
-                embeds, mask = pipe.encode_prompt(prompt=rec["instruction"], image=[pipe.image_processor.resize(src, h, w)],
-                                                  device=device, max_sequence_length=max_sequence_length)
-            else:
-                embeds, mask, _, _ = pipe.encode_prompt(rec["instruction"], do_classifier_free_guidance=False,
-                                                        device=device, max_sequence_length=max_sequence_length)
-            if mask is None:  # the pipeline drops an all-ones mask
-                mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
-            tensors[f"{rec['id']}.embeds"] = embeds[0].detach().to("cpu").contiguous()
-            tensors[f"{rec['id']}.mask"] = mask[0].detach().to("cpu", torch.long).contiguous()
-    meta = {"backend": backend, "model": model, "dtype": dtype, "records": len(records),
-            "instructions_sha256": hashlib.sha256("\n".join(r["instruction"] for r in records).encode()).hexdigest()}
-    with atomic_path(out_path) as tmp:
-        save_file(tensors, str(tmp), metadata={EMBEDDINGS_META_KEY: json.dumps(meta, sort_keys=True)})
-    return {"components_loaded": loaded, "model_path": str(path), "model_source": source.get("source"),
-            "embeddings": {"records": len(records), "dtype": dtype, "seconds": round(time.perf_counter() - t0, 3),
-                           "max_tokens": int(max(t.shape[0] for k, t in tensors.items() if k.endswith(".embeds")))}}
-
-
 # ---------------------------------------------------------------------------------------- training
 @dataclass(frozen=True)
 class TrainSpec:
@@ -299,10 +195,13 @@ class TrainSpec:
             ("alpha", self.alpha, self.alpha > 0, "a number > 0"),
             ("dropout", self.dropout, 0 <= self.dropout < 1, "a number >= 0 and < 1"),
             ("lr", self.lr, self.lr > 0, "a number > 0"),
-            ("frozen_dtype", self.frozen_dtype, self.frozen_dtype in ("bf16", "fp32"), "one of ['bf16', 'fp32']"),
+            ("frozen_dtype", self.frozen_dtype, self.frozen_dtype in LORA_FROZEN_DTYPES,
+             f"one of {list(LORA_FROZEN_DTYPES)}"),
             ("text_encoder", self.text_encoder, self.text_encoder in ("precomputed", "resident"),
              "one of ['precomputed', 'resident']"),
-            ("target_modules", list(self.target_modules), len(self.target_modules) >= 1, "at least one name"),
+            ("target_modules", list(self.target_modules),
+             len(self.target_modules) >= 1 and set(self.target_modules) <= set(LORA_TARGET_MODULES),
+             f"at least one of {list(LORA_TARGET_MODULES)} (the modules the generator's LoRA reader loads)"),
         ):
             if not ok:
                 raise LoraError(f"lora.{key} = {value!r}: not allowed; allowed: {allowed}")
@@ -377,8 +276,6 @@ def _load_frozen(spec: TrainSpec, path: Path):
                                                      dtype=torch.bfloat16 if cuda else torch.float32, **common)
     else:
         from diffusers import AutoencoderKL
-
-        from fourloops.generate import _import_omnigen2
 
         _, OmniGen2Transformer2DModel = _import_omnigen2()
         transformer = OmniGen2Transformer2DModel.from_pretrained(str(path), subfolder="transformer", dtype=frozen, **common)
@@ -514,7 +411,7 @@ def census(path: str | Path) -> dict:
 
     total, lora, params, meta = 0, 0, 0, None
     with safe_open(str(path), framework="pt") as fh:
-        meta = json.loads((fh.metadata() or {}).get(META_KEY, "null"))
+        meta = json.loads((fh.metadata() or {}).get(LORA_METADATA_KEY, "null"))
         for key in fh.keys():
             total += 1
             if ".lora_A." in key or ".lora_B." in key:
@@ -558,7 +455,7 @@ def train(spec: TrainSpec, records_path: str, embeddings_path: str, out_path: st
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
-    from fourloops.generate import resolve_model
+    from fourloops.hub import resolve_model
 
     spec.check()
     cuda = spec.device.startswith("cuda")
@@ -675,7 +572,7 @@ def train(spec: TrainSpec, records_path: str, embeddings_path: str, out_path: st
     _plot(losses, loss_png, f"{spec.backend} LoRA r{spec.rank} at {spec.resolution} px, {spec.frozen_dtype} frozen",
           smoke=spec.model_set == "smoke")
     with atomic_path(out_path) as tmp:
-        save_file(state_dict, str(tmp), metadata={META_KEY: json.dumps(spec.metadata(), sort_keys=True)})
+        save_file(state_dict, str(tmp), metadata={LORA_METADATA_KEY: json.dumps(spec.metadata(), sort_keys=True)})
     shutil.rmtree(checkpoint_dir, ignore_errors=True)  # the final LoRA supersedes them
     with contextlib.suppress(OSError):  # results/lora/checkpoints/, when no other LoRA's are there
         Path(checkpoint_dir).parent.rmdir()

@@ -1,5 +1,5 @@
-"""The machines jobs run on (config/machines.yaml): the one loader, the walls of each, and where a
-profile tag runs under an executor.
+"""The machines jobs run on (config/machines.yaml): the one loader, the walls of each (a SLURM cluster's
+partitions included), and where a profile tag runs under an executor.
 
 Everything that reads machines.yaml (the wall check, the plan, the guard's limit, the RunPod
 executor) goes through `load` and `machine`; which profile tags run away from the target machine is
@@ -76,7 +76,7 @@ def placeable(machines: dict) -> list[str]:
 
 
 def clusters(machines: dict) -> list[str]:
-    """The SLURM clusters of the file (their partitions are read by fourloops.slurm)."""
+    """The SLURM clusters of the file (their partitions: `cluster`; where a job goes: fourloops.slurm)."""
     return [n for n, raw in machines.items() if isinstance(raw, dict) and "slurm" in raw]
 
 
@@ -88,8 +88,6 @@ def machine(machines: dict, name: str, host: str | None = None) -> Machine:
         )
     raw = machines[name]
     if "slurm" in raw:  # a cluster as one machine: its largest card (the guard's limit on a node)
-        from fourloops.slurm import cluster
-
         return max(cluster(machines, name).partitions, key=lambda p: (p.machine.vram_gib, p.machine.ram_gib)).machine
     if "host" in raw:
         base = machine(machines, host or raw["host"])
@@ -109,6 +107,58 @@ def machine(machines: dict, name: str, host: str | None = None) -> Machine:
         hourly_usd=float(raw.get("hourly_usd", 0.0)), busy_card_limit_gib=float(raw.get("busy_card_limit_gib", 2.0)),
         pages_instead_of_oom=bool(raw.get("pages_instead_of_oom", False)),
     )
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    machine: Machine  # its walls (per node)
+    gpu_model: str | None
+    gpu_constraint: str | None
+    time_limit_min: float
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    description: str
+    gpu_request: str  # gpu | gres | constraint
+    default_partition: str | None
+    partitions: tuple[Partition, ...]
+
+    def label(self) -> str:
+        return f"cluster {self.name} (partitions {', '.join(p.name for p in self.partitions)})"
+
+
+def cluster(table: dict, name: str) -> Cluster:
+    """The cluster `name` of a loaded machines file (validated by config/machines.schema.yaml)."""
+    raw = table.get(name)
+    if not isinstance(raw, dict) or "slurm" not in raw:
+        have = sorted(n for n, r in table.items() if isinstance(r, dict) and "slurm" in r)
+        raise MachinesError(f"machine = {name!r} is not a SLURM cluster of config/machines.yaml; allowed: one of {have}")
+    slurm = raw["slurm"]
+    parts = []
+    for pname, p in slurm["partitions"].items():
+        gpu = p.get("gpu") or {}
+        m = Machine(
+            name=f"{name}/{pname}", description=f"partition {pname} of {raw['description']}",
+            os=raw.get("os", "linux"), arch=raw.get("arch", "x86_64"), gpu_name=gpu.get("name"),
+            vram_gib=float(gpu.get("vram_gib", 0.0)), ram_gib=float(p["ram_gib"]),
+            devices=tuple(sorted(set(p.get("devices") or ()) | ({"cuda"} if gpu else set()))),
+            licensed=tuple(p.get("licensed") or ()), hourly_usd=0.0,
+            busy_card_limit_gib=float(raw.get("busy_card_limit_gib", 2.0)), pages_instead_of_oom=False,
+        )
+        parts.append(Partition(pname, m, gpu.get("model"), gpu.get("constraint"), float(p["time_limit_min"])))
+    default = slurm.get("default_partition")
+    if default is not None and default not in slurm["partitions"]:
+        raise MachinesError(f"{name}.slurm.default_partition = {default!r}: not a partition of the cluster; "
+                            f"allowed: one of {sorted(slurm['partitions'])}")
+    if slurm["gpu_request"] == "constraint":
+        missing = [p.name for p in parts if p.gpu_model and not p.gpu_constraint]
+        if missing:
+            raise MachinesError(f"{name}.slurm.gpu_request = 'constraint', but partition(s) {missing} name no "
+                                "gpu.constraint; allowed: a node feature per GPU partition (sinfo %f)")
+    return Cluster(name, raw["description"], slurm["gpu_request"], default, tuple(parts))
 
 
 def card_capacity_mb(m: Machine) -> int:

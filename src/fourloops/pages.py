@@ -53,7 +53,7 @@ def ladder_page(csv_path: str | Path, out: str | Path, model_set: str) -> int:
     return len(rows)
 
 
-def _hms(seconds: float) -> str:
+def _hms(seconds: float) -> str:  # not fourloops.tables.hms: a page's lineage must hold the code that writes it
     s = int(round(seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
-import csv
 import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fourloops import podbill, slurm, walls
+from fourloops import machines, podbill, records, refusal, walls
 from fourloops.tables import format_table
+from fourloops.tables import hms as _hms
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,16 +46,36 @@ class PlannedJob:
     levers: dict | None = None  # a refused job: what would make it fit (fourloops.levers.Levers.as_dict)
 
 
-def benchmark_seconds(path: str | None) -> float | None:
-    """Mean wall seconds of a job's Snakemake benchmark file, when it ran before."""
-    if not path or not os.path.exists(path):
-        return None
-    try:
-        with open(path, newline="") as fh:
-            rows = [float(r["s"]) for r in csv.DictReader(fh, delimiter="\t") if r.get("s")]
-    except (OSError, ValueError, KeyError):
-        return None
-    return sum(rows) / len(rows) if rows else None
+def planned(view, targets: list[str]) -> dict:
+    """Every job upstream of `targets`, checked against the walls: plain values, for a rule's params (the report's
+    run_plan rule)."""
+    found: dict[tuple, tuple[str, dict]] = {}
+    for path in sorted(view.requested_paths(targets)):
+        for rule, wildcards in view.producers(path):
+            found.setdefault((rule, tuple(sorted(wildcards.items()))), (rule, wildcards))
+    pending, benchmarks = [], {}
+    for rule, wildcards in sorted(found.values(), key=lambda x: (x[0], sorted(x[1].items()))):
+        snakerule = view.wf.get_rule(rule)
+        output = str(snakerule.expand_output(wildcards)[0][0])
+        bench = snakerule.expand_benchmark(wildcards)
+        benchmarks[output] = str(bench) if bench is not None else ""
+        pending.append(walls.PendingJob(rule=rule, output=output, profile=view.profile(rule, wildcards),
+                                        ask=view.ask(rule, wildcards), wildcards=wildcards))
+    target = view.config["machine"]
+    placement = machines.placement(view.executor(), view.machines)
+    verdict = walls.check_jobs(pending, view.machines, target, view.provided_vram_mb(), placement)
+    jobs = []
+    for job, rows in verdict.checked:
+        where = walls.target_for(job, view.machines, target, placement)
+        refused = [r.wall for r in rows if not r.ok]
+        jobs.append({
+            "rule": job.rule, "output": job.output, "profile": job.profile, "machine": where.label(),
+            "hourly_usd": where.hourly_usd, "walls": [asdict(r) for r in rows],
+            "verdict": "fits" if not refused else "refused: " + ", ".join(refused),
+            "forecast_seconds": job.ask.seconds.value, "forecast_source": job.ask.seconds.source,
+            "benchmark": benchmarks[job.output],
+        })
+    return {"target": verdict.machine.label(), "ok": verdict.ok, "jobs": jobs}
 
 
 def build(workflow, machine_name: str) -> dict:
@@ -74,13 +94,13 @@ def build(workflow, machine_name: str) -> dict:
         by_output[str(j.output[0]) if len(j.output) else j.rule.name] = j
     rows: list[PlannedJob] = []
     totals: dict[str, dict] = {}
-    found = walls.levers_of(verdict, machines) if not verdict.ok else {}  # refused jobs only: the dry-run pays nothing else
+    found = refusal.levers_of(verdict, machines) if not verdict.ok else {}  # refused jobs only: the dry-run pays nothing else
     life = podbill.load_life() if machine_name == "pod" and not placed else None
     for pending, checks in verdict.checked:
         ask = pending.ask
         job = by_output.get(pending.output)
         bench = str(job.benchmark) if job is not None and job.benchmark else None
-        hist = benchmark_seconds(bench)
+        hist = records.benchmark_seconds(bench)
         secs, src = (hist, f"benchmark history {bench}") if hist is not None else (ask.seconds.value, ask.seconds.source)
         where = pending.profile if pending.profile in machines and "host" not in machines[pending.profile] else machine_name
         if pending.profile == "container":
@@ -113,7 +133,7 @@ def build(workflow, machine_name: str) -> dict:
         "pod_bill": bill,
         "jobs": [asdict(r) for r in rows],
         "totals": {k: {**v, "seconds": round(v["seconds"], 1), "cost_usd": round(v["cost_usd"], 4)} for k, v in totals.items()},
-        "refusals": ((slurm.report(placed, machines) if placed else walls.report(verdict, machines, found))
+        "refusals": ((refusal.cluster_report(placed, machines) if placed else refusal.report(verdict, machines, found))
                      if not verdict.ok else ""),
     }
 
@@ -162,11 +182,6 @@ def pod_bill(rows: list[PlannedJob], life, facts: dict, basedir: Path, hourly_us
     bill = podbill.forecast(jobs, life, weights, repo_mb=repo_mb, hourly_usd=hourly_usd)
     bill["order"] = [j.name for j in jobs]
     return bill
-
-
-def _hms(s: float) -> str:
-    s = int(round(s))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def _verdict(j: dict) -> str:

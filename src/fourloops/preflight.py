@@ -10,12 +10,12 @@ from collections.abc import Iterable
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
 import importlib.util
-import json
 import os
 import shutil
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from fourloops.filecheck import checkpoint_problem, model_dir_problem
 
 SMOKE_HINT = (
     "For a CPU run on the tiny smoke model set instead (outputs under smoke/, never published):\n"
@@ -36,16 +36,21 @@ class Need:
         return (self.kind, self.what, self.revision)
 
 
+def generator_needs(gen: dict, rule: str) -> list[Need]:
+    """A real generator load: its device, its package, its weights (a local directory or a hub snapshot). Here, not
+    in the generate stage, so the LoRA stages that load the same generator's parts need nothing of its inference."""
+    out = [Need("device", gen["device"], rule=rule)]
+    if gen["backend"] == "omnigen2":
+        out.append(Need("package", "omnigen2", rule=rule))
+    if Path(os.path.expanduser(gen["model"])).is_dir():
+        out.append(Need("model_dir", os.path.expanduser(gen["model"]), rule=rule))
+    else:
+        out.append(Need("hf_model", gen["model"], gen["revision"], rule=rule))
+    return out
+
+
 def hf_home() -> str:
     return os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-
-
-def needs_for_job(rule: str, params: dict) -> list[Need]:
-    """What a job of `rule` with resolved `params` needs on the machine that runs it (real model set):
-    its stage declares it (fourloops.stages.<stage>.STAGE.needs)."""
-    from fourloops.stage import stage_for
-
-    return stage_for(rule).needs_for(params)
 
 
 def _cuda_devices() -> tuple[int, str]:
@@ -148,81 +153,9 @@ def hailo_device_problem(rule: str) -> str | None:
     return None
 
 
-# ------------------------------------------------------------------ is a file what it claims to be?
-SAFETENSORS_MAX_HEADER = 100 * 2**20
-
-
-def safetensors_problem(path: str | Path) -> str | None:
-    """A safetensors file's header is read (8-byte length, JSON), and its tensors fit in the file."""
-    path = Path(path)
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
-        head = fh.read(8)
-        if len(head) < 8:
-            return f"{path.name}: {size} bytes, too short for a safetensors header"
-        n = int.from_bytes(head, "little")
-        if n <= 0 or n > min(SAFETENSORS_MAX_HEADER, size - 8):
-            return f"{path.name}: header length {n} does not fit its {size} bytes (not safetensors, or truncated)"
-        try:
-            header = json.loads(fh.read(n))
-        except ValueError:
-            return f"{path.name}: its header is not JSON (not safetensors)"
-    end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
-    if 8 + n + end > size:
-        return f"{path.name}: truncated ({size} bytes, its header needs {8 + n + end})"
-    return None
-
-
-def checkpoint_problem(path: str | Path) -> str | None:
-    """None when `path` is a torch checkpoint (a zip holding data.pkl, or a legacy pickle) or a
-    safetensors file whose header reads; else what it is instead. Reads headers only, never loads."""
-    path = Path(path)
-    if not path.exists():
-        return "does not exist"
-    if not path.is_file():
-        return "is not a file"
-    if path.suffix == ".safetensors":
-        return safetensors_problem(path)
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if magic[:1] == b"\x80" and len(magic) > 1 and 2 <= magic[1] <= 5:
-        return None  # a legacy torch.save pickle
-    if magic != b"PK\x03\x04":
-        return f"is not a torch checkpoint (starts with {magic!r}, expected a zip archive)"
-    try:
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-    except (zipfile.BadZipFile, OSError) as err:
-        return f"is a damaged zip archive ({err})"
-    if not any(n.endswith("/data.pkl") or n == "data.pkl" for n in names):
-        return "is a zip archive without data.pkl (not a torch checkpoint)"
-    return None
-
-
-def model_dir_problem(path: str | Path) -> str | None:
-    """None when `path` is a save_pretrained directory whose index and weight headers read."""
-    path = Path(path)
-    index = path / "model_index.json"
-    if not index.is_file() and not (path / "config.json").is_file():
-        return "holds neither model_index.json (a pipeline) nor config.json (a model)"
-    folders = [path]
-    if index.is_file():
-        try:
-            listing = json.loads(index.read_text(encoding="utf-8"))
-        except ValueError:
-            return "model_index.json is not JSON"
-        folders = [path / name for name, value in listing.items()
-                   if isinstance(value, list) and (path / name).is_dir()]
-    for folder in folders:
-        for weights in sorted(folder.glob("*.safetensors")):
-            why = safetensors_problem(weights)
-            if why:
-                return f"{folder.name}/{why}"
-    return None
-
-
-def problems(jobs: list[tuple[str, dict]], built: Iterable[str] = ()) -> list[str]:
-    """Check every distinct need of the pending jobs; return one line per unmet need. A model file or directory
+def problems(needs: Iterable[Need], built: Iterable[str] = ()) -> list[str]:
+    """Check every distinct need of the pending jobs (their stages declare them: fourloops.stage.Stage.needs_for);
+    return one line per unmet need. A model file or directory
     under one of `built` (outputs of the run's own jobs: the sizing set's models) is made by the run, not missing."""
     made = [os.path.abspath(os.path.expanduser(p)) for p in built]
 
@@ -233,9 +166,8 @@ def problems(jobs: list[tuple[str, dict]], built: Iterable[str] = ()) -> list[st
         return any(what == m or what.startswith(m.rstrip(os.sep) + os.sep) for m in made)
 
     seen: dict[tuple, Need] = {}
-    for rule, params in jobs:
-        for need in needs_for_job(rule, params):
-            seen.setdefault(need.key(), need)
+    for need in needs:
+        seen.setdefault(need.key(), need)
     return [msg for need in seen.values() if not by_the_run(need) and (msg := check(need))]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
+import csv
 import json
 import os
 from dataclasses import dataclass, field
@@ -84,3 +85,15 @@ def index(workdir: str | Path, root: str = ROOT) -> ProvenanceIndex:
         for entry in record.entries("outputs"):
             out.by_output.setdefault(norm(entry["path"]), []).append((record, entry))
     return out
+
+
+def benchmark_seconds(path: str | None) -> float | None:
+    """Mean wall seconds of a job's Snakemake benchmark file, when it ran before."""
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with open(path, newline="") as fh:
+            rows = [float(r["s"]) for r in csv.DictReader(fh, delimiter="\t") if r.get("s")]
+    except (OSError, ValueError, KeyError):
+        return None
+    return sum(rows) / len(rows) if rows else None

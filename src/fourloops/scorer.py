@@ -110,7 +110,7 @@ class EditScoreScorer:
 
 
 def _where(model: str, revision: str | None, what: str) -> tuple[Path, dict]:
-    from fourloops.generate import GeneratorUnavailable, resolve_model
+    from fourloops.hub import GeneratorUnavailable, resolve_model
 
     try:
         return resolve_model(model, revision)
@@ -119,7 +119,7 @@ def _where(model: str, revision: str | None, what: str) -> tuple[Path, dict]:
 
 
 def _revision(path: Path, source: dict) -> tuple[str, str]:
-    from fourloops.generate import local_dir_digest
+    from fourloops.hub import local_dir_digest
 
     if source["source"] in ("hub_cache", "hub_download"):
         return source["resolved_revision"], "hub_commit"

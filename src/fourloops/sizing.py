@@ -93,7 +93,7 @@ def import_omnigen2():
         import omnigen2.utils.import_utils as og2_imports
     except ImportError as exc:
         raise ImportError(f"the OmniGen2 package (module `omnigen2`) cannot be imported: {exc}; put its source "
-                          "(github VectorSpaceLab/OmniGen2 at the commit of fourloops.generate.OMNIGEN2_COMMIT) and "
+                          "(github VectorSpaceLab/OmniGen2 at the commit of fourloops.loading.OMNIGEN2_COMMIT) and "
                           "its requirements (einops, timm, omegaconf) on PYTHONPATH") from exc
     if not torch.cuda.is_available():
         og2_imports._triton_available = False

@@ -15,61 +15,9 @@ from dataclasses import dataclass
 
 from fourloops import walls
 from fourloops.asks import Ask
-from fourloops.machines import Machine, MachinesError, machine
+from fourloops.machines import Cluster, Machine, Partition, cluster, machine
 
 EXECUTOR = "slurm"  # snakemake-executor-plugin-slurm's name
-
-
-@dataclass(frozen=True)
-class Partition:
-    name: str
-    machine: Machine  # its walls (per node)
-    gpu_model: str | None
-    gpu_constraint: str | None
-    time_limit_min: float
-
-
-@dataclass(frozen=True)
-class Cluster:
-    name: str
-    description: str
-    gpu_request: str  # gpu | gres | constraint
-    default_partition: str | None
-    partitions: tuple[Partition, ...]
-
-    def label(self) -> str:
-        return f"cluster {self.name} (partitions {', '.join(p.name for p in self.partitions)})"
-
-
-def cluster(table: dict, name: str) -> Cluster:
-    """The cluster `name` of a loaded machines file (validated by config/machines.schema.yaml)."""
-    raw = table.get(name)
-    if not isinstance(raw, dict) or "slurm" not in raw:
-        have = sorted(n for n, r in table.items() if isinstance(r, dict) and "slurm" in r)
-        raise MachinesError(f"machine = {name!r} is not a SLURM cluster of config/machines.yaml; allowed: one of {have}")
-    slurm = raw["slurm"]
-    parts = []
-    for pname, p in slurm["partitions"].items():
-        gpu = p.get("gpu") or {}
-        m = Machine(
-            name=f"{name}/{pname}", description=f"partition {pname} of {raw['description']}",
-            os=raw.get("os", "linux"), arch=raw.get("arch", "x86_64"), gpu_name=gpu.get("name"),
-            vram_gib=float(gpu.get("vram_gib", 0.0)), ram_gib=float(p["ram_gib"]),
-            devices=tuple(sorted(set(p.get("devices") or ()) | ({"cuda"} if gpu else set()))),
-            licensed=tuple(p.get("licensed") or ()), hourly_usd=0.0,
-            busy_card_limit_gib=float(raw.get("busy_card_limit_gib", 2.0)), pages_instead_of_oom=False,
-        )
-        parts.append(Partition(pname, m, gpu.get("model"), gpu.get("constraint"), float(p["time_limit_min"])))
-    default = slurm.get("default_partition")
-    if default is not None and default not in slurm["partitions"]:
-        raise MachinesError(f"{name}.slurm.default_partition = {default!r}: not a partition of the cluster; "
-                            f"allowed: one of {sorted(slurm['partitions'])}")
-    if slurm["gpu_request"] == "constraint":
-        missing = [p.name for p in parts if p.gpu_model and not p.gpu_constraint]
-        if missing:
-            raise MachinesError(f"{name}.slurm.gpu_request = 'constraint', but partition(s) {missing} name no "
-                                "gpu.constraint; allowed: a node feature per GPU partition (sinfo %f)")
-    return Cluster(name, raw["description"], slurm["gpu_request"], default, tuple(parts))
 
 
 def rows(job: walls.PendingJob, p: Partition) -> list[walls.Row]:
@@ -157,12 +105,3 @@ def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str, desk_nam
     placed = Placed(c, desk, where, walls.Verdict(as_machine, checked))
     placed.verdict.placed = placed  # how smk and the plan tell a cluster's verdict from a machine's
     return placed
-
-
-def report(placed: Placed, table: dict) -> str:
-    """RFD 1165's tables for the refused jobs, headed by the cluster and its partitions."""
-    text = walls.report(placed.verdict, table)
-    first, _, rest = text.partition("\n")
-    n = len(placed.verdict.refused)
-    return (f"walls: {n} job(s) fit no partition of {placed.cluster.label()}; nothing was submitted "
-            f"(the rows are the closest partition's)." + ("\n" + rest if rest else ""))

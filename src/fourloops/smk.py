@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fourloops import asks, lineage, machines, records, walls
-from fourloops.stage import AskContext, Stage, stage_for
+from fourloops.stage import AskContext, Stage, measured_key, stage_for
 
 _BY_WORKFLOW: dict[int, "Workflow"] = {}
 MODEL_SET_MARKER = Path(".fourloops-model-set")
@@ -60,7 +60,7 @@ class Workflow:
                 f"of {known} (nothing was run or written)")
         # the provenance records, read once: measured peaks (asks) and the output check (verify) use them
         self.records = records.index(Path.cwd())
-        self.measured = asks.Measurements.load(Path.cwd(), index=self.records)
+        self.measured = asks.Measurements.load(Path.cwd(), measured_key, index=self.records)
         self._asks: dict = {}
         self._params: dict = {}
         self._lineage: dict = {}
@@ -419,7 +419,7 @@ class Workflow:
 
         key = (rulename, tuple(sorted(wildcards.items())))
         if key not in self._slurm:
-            c = slurm.cluster(self.machines, self.slurm_cluster())
+            c = machines.cluster(self.machines, self.slurm_cluster())
             job = walls.PendingJob(rulename, "", self.profile(rulename, wildcards), self.ask(rulename, wildcards),
                                    wildcards)
             p = None if slurm.runs_here(job, c) else slurm.partition_for(job, c)
@@ -478,9 +478,9 @@ class Workflow:
     def preflight_problems(self, dag) -> list[str]:
         from fourloops import preflight
 
-        jobs = [(j.rule.name, dict(j.params.items())) for j in self.local_jobs(dag)]
+        needs = [n for j in self.local_jobs(dag) for n in self.stage(j.rule.name).needs_for(dict(j.params.items()))]
         built = [str(f) for j in dag.jobs if j.rule.output for f in j.output]  # models the run builds (sizing)
-        return preflight.problems(jobs, built)
+        return preflight.problems(needs, built)
 
     def before_first_job(self, dag) -> None:
         """onstart: refuse what cannot fit (seconds, no torch), then, for a real run, what is missing here;
@@ -490,9 +490,10 @@ class Workflow:
         verdict = self.check_walls(dag)
         placed = getattr(verdict, "placed", None)
         if not verdict.ok:
-            from fourloops import slurm
+            from fourloops import refusal
 
-            raise WorkflowError(slurm.report(placed, self.machines) if placed else walls.report(verdict, self.machines))
+            raise WorkflowError(refusal.cluster_report(placed, self.machines) if placed
+                                else refusal.report(verdict, self.machines))
         if placed is not None and self.executor() == "slurm":
             self.wf.localrules(*placed.local_rules)  # desk-device jobs run on this machine
         if self.config["model_set"] != "smoke":

@@ -34,6 +34,20 @@ class AskContext:
 
 
 @dataclass(frozen=True)
+class Knob:
+    """A config value in a rule's params that the stage's ask reads, which a lever may turn (fourloops.levers).
+
+    `values`: the values to try, mildest first, the last its stop; empty: the config schema's (a precision's
+    enum values of fewer bytes a parameter; a size's steps of `multipleOf` down to its minimum)."""
+
+    where: tuple[str, ...]  # path of the config mapping inside the rule's params
+    key: str  # its field
+    config: tuple[str, ...]  # the config key it comes from (and its property in the config schema)
+    kind: str  # precision | size | setting
+    values: tuple = ()
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str
     rules: tuple[str, ...]
@@ -49,6 +63,8 @@ class Stage:
     # the run's config -> the profile tag of this stage's jobs, when the config chooses it (lora.profile);
     # else `profile`. Not a param: where a job runs is never in its lineage.
     profile_of: "Callable[[dict], str] | None" = None
+    # the config knobs a refused job's levers turn, in the order they are offered (the stage's own first)
+    knobs: tuple[Knob, ...] = ()
     module: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -56,6 +72,8 @@ class Stage:
             raise ValueError(f"stage {self.name}: profile = {self.profile!r}; allowed: one of {list(PROFILE_TAGS)}")
         if not self.rules:
             raise ValueError(f"stage {self.name}: names no rule")
+        if self.knobs and self.ask is None:
+            raise ValueError(f"stage {self.name}: declares knobs but no ask to re-ask them through")
 
     def ask_for(self, ctx: AskContext, wildcards: dict, params: dict) -> "Ask":
         from fourloops import asks
@@ -113,6 +131,12 @@ def stage_for(rule: str) -> Stage:
             f"rule {rule} has no stage declaration: add `STAGE = Stage(name=..., rules=({rule!r},), ...)` to its "
             f"module in src/fourloops/stages/ (the wall check, preflight and lineage read it there)"
         ) from None
+
+
+def measured_key(rule: str, data: dict) -> str | None:
+    """The model key a provenance record of `rule` measures (its stage's `measures`); None: not a measurement."""
+    stage = registry().get(rule)
+    return stage.measures(data) if stage is not None and stage.measures else None
 
 
 def stages() -> list[Stage]:

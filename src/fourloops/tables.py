@@ -23,3 +23,12 @@ def format_table(
     for c in cells:
         lines.append(indent + "  ".join(c[i].ljust(widths[i]) for i in range(n - 1)) + "  " + c[n - 1])
     return "\n".join(lines)
+
+
+def gib(x: float) -> str:
+    return f"{x:.2f} GiB"
+
+
+def hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"

@@ -1,8 +1,8 @@
 """Walls before work: every job of the requested DAG against the target machine, before any starts.
 
 One table per refused job group in RFD 1165's form (wall, asked, available, verdict, source of the
-asked figure), plus where the job would fit. Snakemake silently caps a resource ask above
-`--resources`; this check refuses instead. Snakemake glue lives in fourloops.smk.
+asked figure): fourloops.refusal writes it, with where the job would fit and its levers. Snakemake silently
+caps a resource ask above `--resources`; this check refuses instead. Snakemake glue lives in fourloops.smk.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from fourloops.asks import Ask
 from fourloops.stage import AskContext
-from fourloops.machines import Machine, clusters, machine, names, placeable
+from fourloops.machines import Machine, machine
 from fourloops.tables import format_table as _table
+from fourloops.tables import gib as _gib
 
 WALL_NAMES = {
     "vram": "video memory",
@@ -53,10 +54,6 @@ class Row:
     @property
     def ok(self) -> bool:
         return self.verdict.startswith("fits")
-
-
-def _gib(x: float) -> str:
-    return f"{x:.2f} GiB"
 
 
 def check_job(job: PendingJob, m: Machine, provided_vram_mb: int | None = None) -> list[Row]:
@@ -103,29 +100,6 @@ def target_for(job: PendingJob, machines: dict, target: str, placement: dict | N
     return machine(machines, target)
 
 
-def where_fits(job: PendingJob, machines: dict, exclude: str) -> list[str]:
-    """The configured machines (and SLURM partitions) where the job fits as it is."""
-    from fourloops import slurm
-
-    def label(m: Machine) -> str:
-        return f"{m.gpu_name} {m.vram_gib:g} GiB" if m.gpu_name else "no GPU"
-
-    out = []
-    for name in placeable(machines):
-        if name == exclude:
-            continue
-        m = target_for(job, machines, name)
-        if all(r.ok for r in check_job(job, m) if r.wall != WALL_NAMES["scheduler"]):
-            out.append(f"fits {name}: {label(m)}" + (" (in the container)" if job.profile == "container" else ""))
-    for cname in clusters(machines):
-        if cname == exclude:
-            continue
-        for p in slurm.cluster(machines, cname).partitions:
-            if all(r.ok for r in slurm.rows(job, p) if r.wall != WALL_NAMES["scheduler"]):
-                out.append(f"fits {p.machine.name}: {label(p.machine)}")
-    return out
-
-
 @dataclass
 class Verdict:
     machine: Machine
@@ -160,37 +134,3 @@ def groups(verdict: Verdict) -> dict[tuple, list[tuple[PendingJob, list[Row]]]]:
     for job, rows in verdict.refused:
         out.setdefault((job.rule, tuple(rows)), []).append((job, rows))
     return out
-
-
-def levers_of(verdict: Verdict, machines: dict) -> dict:
-    """Group key -> fourloops.levers.Levers of its first job: computed only for refused jobs, once per group,
-    and only where a machine wall refuses (a --resources cap alone is the profile's to fix)."""
-    from fourloops import levers
-
-    out = {}
-    for key, members in groups(verdict).items():
-        job, rows = members[0]
-        if any(not r.ok and r.wall != WALL_NAMES["scheduler"] for r in rows):
-            out[key] = levers.find(job, machines, verdict.machine.name, verdict.placement)
-    return out
-
-
-def report(verdict: Verdict, machines: dict, found: dict | None = None) -> str:
-    """One table per refused job group (same rule, same rows), with where the group would fit and what would
-    make it fit (`found`: levers_of(verdict, machines), when the caller has computed it already)."""
-    from fourloops import levers
-
-    by_group = groups(verdict)
-    found = levers_of(verdict, machines) if found is None else found
-    m = verdict.machine
-    n = sum(len(g) for g in by_group.values())
-    out = [f"walls: {n} job(s) cannot run on {m.label()} ({m.description}); nothing was started."]
-    for (rule, rows), members in by_group.items():
-        outs = ", ".join(j.output for j, _ in members[:4]) + (" ..." if len(members) > 4 else "")
-        out.append(f"\nrule {rule}, {len(members)} job(s): {outs}")
-        out.append(format_table(list(rows)))
-        fits = where_fits(members[0][0], machines, exclude=m.name)
-        out.append("  " + ("; ".join(fits) if fits else "fits no configured machine"))
-        if (rule, rows) in found:
-            out.append(levers.format_levers(found[(rule, rows)]))
-    return "\n".join(out)

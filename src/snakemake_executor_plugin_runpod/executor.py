@@ -1,8 +1,8 @@
 """The executor: desk rules made local, pod jobs run over ssh on pods of the pool, verified teardown.
 
 How a run goes:
-- At start every rule whose profile tag does not run remotely under this executor
-  (`fourloops.machines.remote_tags`) becomes a local rule, so desk jobs run on this machine.
+- At start every rule none of whose pending jobs has a profile tag (its `profile` resource) that runs remotely
+  under this executor (`fourloops.machines.remote_tags`) becomes a local rule, so desk jobs run on this machine.
 - The first pod job creates a pod from machines.yaml's `pod:` section (GPU types in order, SECURE then
   COMMUNITY on "no instances"), with a per-run ed25519 key as PUBLIC_KEY and HF_TOKEN in the pod's own
   environment. Ready = status RUNNING, runtime not null, ssh.direct set, and `ssh ... true` succeeds
@@ -45,7 +45,7 @@ from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 
 from fourloops import dfc, machines, runpod
-from fourloops.generate import FETCH_ENV
+from fourloops.hub import FETCH_ENV
 from fourloops.pods import RunRecord
 from fourloops.provenance import redact
 
@@ -124,18 +124,17 @@ class Executor(RemoteExecutor):
         self.log(f"runpod: run {self.run_id}: pod jobs go to RunPod ({self.client.base_url}), up to "
                  f"{self.settings.pool_size} pod(s) named {self.settings.name_prefix}-{self.run_id}-N")
 
-    def _profile(self, rule_name: str) -> str | None:
-        from fourloops.stage import UnknownRule, stage_for
-
-        try:  # the stage declaration says where a rule's jobs run
-            stage = stage_for(rule_name)
-        except UnknownRule:  # a target rule (all, probe): no work of its own
-            return None
-        return stage.profile_for(self.workflow.config)  # the config may choose it (lora.profile)
+    @staticmethod
+    def _profile(job) -> str | None:
+        """Where a job runs: its `profile` resource (every rule declares `resources: **ASKS`, whose profile tag
+        its stage declaration gives, fourloops.smk); None for a target rule (all, probe)."""
+        return machines.resource_value(job.resources, "profile")
 
     def _make_desk_rules_local(self, remote: set[str]) -> None:
-        """Rules whose profile tag does not run remotely become local rules: Snakemake runs them here."""
-        local = [rule.name for rule in self.workflow.rules if self._profile(rule.name) not in remote]
+        """Rules none of whose pending jobs runs remotely become local rules: Snakemake runs them here (the DAG is
+        built before the executor; a rule's profile may depend on the config, lora.profile)."""
+        away = {job.rule.name for job in self.workflow.dag.needrun_jobs() if self._profile(job) in remote}
+        local = [rule.name for rule in self.workflow.rules if rule.name not in away]
         self.workflow.localrules(*local)
         self.local_rule_names = set(local)
 
@@ -164,11 +163,8 @@ class Executor(RemoteExecutor):
         return bill, [i for i in ids if i]
 
     def _pending_profiles(self) -> set[str]:
-        """The profile tags of the jobs this run still has to do (the DAG is built before the executor)."""
-        try:
-            return {self._profile(job.rule.name) for job in self.workflow.dag.needrun_jobs()} - {None}
-        except (AttributeError, RuntimeError):  # no DAG to look at: assume every tag
-            return {"desk", "pod", "container"}
+        """The profile tags of the jobs this run still has to do."""
+        return {self._profile(job) for job in self.workflow.dag.needrun_jobs()} - {None}
 
     def log(self, msg: str, warning: bool = False) -> None:
         msg = redact(msg)
@@ -189,7 +185,7 @@ class Executor(RemoteExecutor):
     def start_pod(self, n: int) -> Pod:
         name = f"{self.settings.name_prefix}-{self.run_id}-{n}"
         # A pod fetches the configured weights once into its HF cache on the container disk (the desk never
-        # downloads at run time: fourloops.generate.resolve_model); FOURLOOPS_MACHINE says whose walls apply.
+        # downloads at run time: fourloops.hub.resolve_model); FOURLOOPS_MACHINE says whose walls apply.
         env = {"PUBLIC_KEY": self.pubkey, FETCH_ENV: "1", "FOURLOOPS_MACHINE": "pod"}
         for var in self.pod_spec.pod_env:
             if os.environ.get(var):
@@ -367,7 +363,7 @@ class Executor(RemoteExecutor):
         rlog = f"{pod.joblogs}/{job.name}-{job.jobid}-{self.run_id}.log"
         invocation = redact(os.environ.get("FOURLOOPS_INVOCATION", ""))  # the desk's command, for provenance
         dfc_env, venv_log = "", None
-        if self.dfc_venv is not None and self._profile(job.name) == "container":
+        if self.dfc_venv is not None and self._profile(job) == "container":
             try:
                 built = self.dfc_venv.ensure(pod)
             except DfcVenvError as err:

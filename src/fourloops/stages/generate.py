@@ -10,7 +10,7 @@ from pathlib import Path
 
 from fourloops.card import check_card
 from fourloops.io import write_json
-from fourloops.stage import AskContext, Stage
+from fourloops.stage import AskContext, Knob, Stage
 
 STAGING_PREFIX = ".views-partial-"
 
@@ -74,6 +74,7 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
     from PIL import Image
 
     from fourloops import generate as gen
+    from fourloops import loading
     from fourloops.io import save_image
 
     out_dir = Path(manifest_out).parent
@@ -99,7 +100,7 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
         "negative_prompt": generator["negative_prompt"],
     }
     check_card(generator["device"], machine)
-    loads_before = gen.LOADS
+    loads_before = loading.LOADS
     t0 = time.perf_counter()
     model = gen.load_backend(
         generator["backend"], generator["model"], generator["revision"], generator["precision"],
@@ -128,7 +129,7 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
             **head,
             "generator": {k: generator[k] for k in ("backend", "model", "revision", "precision", "device")},
             "model": description,
-            "model_loads": gen.LOADS - loads_before,
+            "model_loads": loading.LOADS - loads_before,
             "load_seconds": round(load_seconds, 4),
             **tail,
             "peak_vram_gib": peak,
@@ -138,7 +139,7 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
     return {
         "models": [description],
         "precision": generator["precision"],
-        "model_loads": gen.LOADS - loads_before,
+        "model_loads": loading.LOADS - loads_before,
     }
 
 
@@ -155,24 +156,10 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
     )
 
 
-def generator_needs(gen: dict, rule: str) -> list:
-    """A real generator load: its device, its package, its weights (a local directory or a hub snapshot)."""
-    from fourloops.preflight import Need
-
-    out = [Need("device", gen["device"], rule=rule)]
-    if gen["backend"] == "omnigen2":
-        out.append(Need("package", "omnigen2", rule=rule))
-    if Path(os.path.expanduser(gen["model"])).is_dir():
-        out.append(Need("model_dir", os.path.expanduser(gen["model"]), rule=rule))
-    else:
-        out.append(Need("hf_model", gen["model"], gen["revision"], rule=rule))
-    return out
-
-
 def needs(params: dict) -> list:
     """The generator's needs; a `lora: true` condition also loads peft (its LoRA file is an input the DAG makes,
     not something the machine must hold beforehand)."""
-    from fourloops.preflight import Need
+    from fourloops.preflight import Need, generator_needs
 
     out = generator_needs(params["job"]["generator"], "generate")
     if params["job"].get("lora"):
@@ -189,5 +176,9 @@ def measures(record: dict) -> str | None:
     return None
 
 
+# The generator's knobs, as a generate or restyle job's params carry them.
+GENERATOR_KNOBS = (Knob(("job", "generator"), "precision", ("generator", "precision"), "precision"),
+                   Knob(("job", "generator"), "size", ("generator", "size"), "size"))
+
 STAGE = Stage(name="generate", rules=("generate",), profile="pod", ask=ask, needs=needs, measures=measures,
-              keep_last_good=True)
+              keep_last_good=True, knobs=GENERATOR_KNOBS)

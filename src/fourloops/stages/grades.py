@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from fourloops.stage import AskContext, Stage
+from fourloops.stage import AskContext, Knob, Stage
 
 FIGURES = ("prompt_following", "consistency", "perceptual_quality", "overall")
 COLUMNS = (
@@ -132,4 +132,4 @@ def measures(record: dict) -> str | None:
 
 
 STAGE = Stage(name="grades", rules=("grades",), profile="pod", ask=ask, needs=needs, measures=measures,
-              keep_last_good=True)
+              keep_last_good=True, knobs=(Knob(("job", "scorer"), "precision", ("grades", "precision"), "precision"),))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fourloops.card import check_card
 from fourloops.io import write_json
-from fourloops.stage import AskContext, Stage
+from fourloops.stage import AskContext, Knob, Stage
 
 
 def keypoints_stage(
@@ -63,4 +63,4 @@ def measures(record: dict) -> str | None:
 
 
 STAGE = Stage(name="keypoints", rules=("keypoints", "keypoints_generated", "keypoints_restyled"), profile="desk", ask=ask, needs=needs,
-              measures=measures)
+              measures=measures, knobs=(Knob(("detector",), "resolution", ("keypoints", "resolution"), "size"),))

@@ -9,13 +9,13 @@ from fourloops.stage import AskContext, Stage
 def lora_embeddings_stage(records: str, embeddings_out: str, backend: str, model: str, revision: str | None,
                           text_encoder_dtype: str, device: str, max_sequence_length: int, model_set: str,
                           machine: str = "desk") -> dict:
-    from fourloops import lora
+    from fourloops import lora_embeddings, lora_records
     from fourloops.card import check_card
 
     check_card(device, machine)
-    found = lora.read_records(records)
-    fields = lora.compute_embeddings(backend, model, revision, text_encoder_dtype, device, found, embeddings_out,
-                                     max_sequence_length=max_sequence_length)
+    found = lora_records.read_records(records)
+    fields = lora_embeddings.compute_embeddings(backend, model, revision, text_encoder_dtype, device, found,
+                                                embeddings_out, max_sequence_length=max_sequence_length)
     return fields | {"precision": text_encoder_dtype, "models": [{"backend": backend, "model": model,
                                                                   "components": fields["components_loaded"]}]}
 
@@ -32,7 +32,7 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
 def needs(params: dict) -> list:
     """The generator's own needs (device, package, weights): its text encoder loads from the same place."""
-    from fourloops.stages.generate import generator_needs
+    from fourloops.preflight import generator_needs
 
     return generator_needs(params["job"], "lora_embeddings")
 

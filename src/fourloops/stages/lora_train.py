@@ -4,7 +4,7 @@ lora.profile (desk: bf16 frozen weights fit the desk at 512; pod: the seeds' fp3
 
 from __future__ import annotations
 
-from fourloops.stage import AskContext, Stage
+from fourloops.stage import AskContext, Knob, Stage
 
 
 def lora_train_stage(records: str, embeddings: str, lora_out: str, loss_csv: str, loss_png: str,
@@ -42,8 +42,7 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
 def needs(params: dict) -> list:
     """The generator's own needs (device, package, weights), and bitsandbytes for 8-bit AdamW on CUDA."""
-    from fourloops.preflight import Need
-    from fourloops.stages.generate import generator_needs
+    from fourloops.preflight import Need, generator_needs
 
     job = params["train"]
     out = generator_needs(job, "lora_train")
@@ -61,5 +60,12 @@ def measures(record: dict) -> str | None:
     return None
 
 
+# RFD 1140's order: the text encoder off the card first (~7 GiB), then bf16 frozen weights, then the resolution.
+KNOBS = (
+    Knob(("train",), "text_encoder", ("lora", "text_encoder"), "setting", values=("precomputed",)),
+    Knob(("train",), "frozen_dtype", ("lora", "frozen_dtype"), "precision"),
+    Knob(("train",), "resolution", ("lora", "resolution"), "size", values=(384, 256)),
+)
+
 STAGE = Stage(name="lora_train", rules=("lora_train",), profile="desk", profile_of=profile_of, ask=ask, needs=needs,
-              measures=measures, keep_last_good=True)
+              measures=measures, keep_last_good=True, knobs=KNOBS)

@@ -23,8 +23,7 @@ import time
 from typing import Callable
 
 from fourloops.io import write_json
-from fourloops.stage import AskContext, Stage
-from fourloops.stages.generate import generator_needs
+from fourloops.stage import AskContext, Knob, Stage
 from fourloops.stages.keypoints import detector_needs
 
 GIB = 2**30
@@ -243,8 +242,9 @@ def _probe_lora_step(s: dict, memory: _Memory, references, items: int, prompt: s
     import torch
     from safetensors.torch import save_file
 
-    from fourloops import lora
-    from fourloops.generate import resolve_model
+    from fourloops import lora, lora_records
+    from fourloops.hub import resolve_model
+    from fourloops.lora_embeddings import EMBEDDINGS_META_KEY
 
     res = int(s["resolution"])
     names = {f.name for f in fields(lora.TrainSpec)}
@@ -260,8 +260,8 @@ def _probe_lora_step(s: dict, memory: _Memory, references, items: int, prompt: s
         for az, im in zip((0, 90, 180, 270), _images(4, res, seed=0)):
             image_of[az] = str(work / f"{az:03d}.png")
             im.save(image_of[az])
-        records = lora.make_records(lora.azimuth_pairs([0, 90, 180, 270], 4, 0), "{azimuth}", image_of)
-        lora.write_records(str(work / "records.jsonl"), records)
+        records = lora_records.make_records(lora_records.azimuth_pairs([0, 90, 180, 270], 4, 0), "{azimuth}", image_of)
+        lora_records.write_records(str(work / "records.jsonl"), records)
         tokens = 32  # about a ladder instruction's length
         gen = torch.Generator().manual_seed(0)
         tensors = {}
@@ -269,7 +269,7 @@ def _probe_lora_step(s: dict, memory: _Memory, references, items: int, prompt: s
             tensors[f"{r['id']}.embeds"] = torch.randn(tokens, width, generator=gen).to(dtype)
             tensors[f"{r['id']}.mask"] = torch.ones(tokens, dtype=torch.bool)
         save_file(tensors, str(work / "embeddings.safetensors"),
-                  metadata={lora.EMBEDDINGS_META_KEY: json.dumps({"backend": spec.backend, "synthetic": True})})
+                  metadata={EMBEDDINGS_META_KEY: json.dumps({"backend": spec.backend, "synthetic": True})})
         memory.reset()
         error, prov = None, {}
         t0 = time.perf_counter()
@@ -455,7 +455,13 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
 
 def needs(params: dict) -> list:
+    from fourloops.preflight import generator_needs
+
     return generator_needs(params["generator"], "probe_model") + detector_needs(params["detector"], "probe_model")
 
 
-STAGE = Stage(name="probe", rules=("probe_model",), profile="desk", ask=ask, needs=needs)
+STAGE = Stage(name="probe", rules=("probe_model",), profile="desk", ask=ask, needs=needs, knobs=(
+    Knob(("generator",), "precision", ("generator", "precision"), "precision"),
+    Knob(("generator",), "size", ("generator", "size"), "size"),
+    Knob(("detector",), "resolution", ("keypoints", "resolution"), "size"),
+))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fourloops.stage import AskContext, Stage
-from fourloops.stages.generate import View, generator_needs, measures, views_from_one_load
+from fourloops.stages.generate import GENERATOR_KNOBS, View, measures, views_from_one_load
 
 
 def restyle_stage(
@@ -40,8 +40,10 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
 
 def needs(params: dict) -> list:
+    from fourloops.preflight import generator_needs
+
     return generator_needs(params["job"]["generator"], "restyle")
 
 
 STAGE = Stage(name="restyle", rules=("restyle",), profile="pod", ask=ask, needs=needs, measures=measures,
-              keep_last_good=True)
+              keep_last_good=True, knobs=GENERATOR_KNOBS)

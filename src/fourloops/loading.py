@@ -1,0 +1,107 @@
+"""Loading a generator backend's weights: the one `from_pretrained` of a whole pipeline (`_from_pretrained`, counted
+in `LOADS`), NF4 per backend, and the OmniGen2 package, which the LoRA stages import from here too.
+
+torch, diffusers and OmniGen2 are imported lazily, so importing this module is cheap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fourloops.hub import GeneratorUnavailable
+
+# The OmniGen2 commit the adapter was written against (github VectorSpaceLab/OmniGen2, 2025-07-05).
+OMNIGEN2_REPO = "https://github.com/VectorSpaceLab/OmniGen2"
+OMNIGEN2_COMMIT = "0f72fa92564d9f8ba76f53fcc3c05aca2372458f"
+OMNIGEN2_INSTALL_HINT = (
+    f"install it in the pod environment from its git repository at a pinned commit: "
+    f"`git clone {OMNIGEN2_REPO} /opt/OmniGen2 && git -C /opt/OmniGen2 checkout {OMNIGEN2_COMMIT}` and put "
+    f"/opt/OmniGen2 on PYTHONPATH (at that commit the repository has no setup.py/pyproject.toml, so "
+    f"`pip install git+{OMNIGEN2_REPO}@{OMNIGEN2_COMMIT}` cannot build it; add a pyproject or a .pth file "
+    f"if it must be pip-installed); its requirements.txt also wants timm, einops, accelerate, omegaconf"
+)
+
+# Process-level count of model loads (calls of `_from_pretrained`); a job must add exactly one.
+LOADS = 0
+
+
+def _torch_dtype(precision: str):
+    import torch
+
+    return torch.float32 if precision == "fp32" else torch.bfloat16
+
+
+def _bnb_available() -> None:
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError as exc:
+        raise GeneratorUnavailable(
+            "precision 'nf4' needs the bitsandbytes package (pip install bitsandbytes) in the pod environment"
+        ) from exc
+
+
+def _import_omnigen2():
+    try:
+        from omnigen2.models.transformers.transformer_omnigen2 import OmniGen2Transformer2DModel
+        from omnigen2.pipelines.omnigen2.pipeline_omnigen2 import OmniGen2Pipeline
+        # A saved pipeline names its scheduler by this module; diffusers loads it only once imported.
+        import omnigen2.schedulers.scheduling_flow_match_euler_discrete  # noqa: F401
+    except ImportError as exc:
+        raise GeneratorUnavailable(
+            f"backend 'omnigen2' needs the OmniGen2 package (python module `omnigen2`, {OMNIGEN2_REPO}), "
+            f"which cannot be imported here ({exc}); {OMNIGEN2_INSTALL_HINT}"
+        ) from exc
+    return OmniGen2Pipeline, OmniGen2Transformer2DModel
+
+
+# NF4 with double quantisation (the absmax tables quantised too) per backend; config/models.yaml's `nf4_format`
+# says the same (tests/test_asks.py holds them equal). OmniGen2: transformer + MLLM at double-quant NF4 weigh
+# 1.921 + 2.249 GiB, with the bf16 VAE 4.33 GiB = the desk's NF4 figure (RFD 1163); plain NF4 weighs 4.68
+# (bench/results/omnigen2_gpu-h200-2026-12-01.jsonl).
+NF4_DOUBLE_QUANT = {"omnigen2": True, "qwen_image_edit_plus": False}
+
+
+def _nf4_kwargs(backend: str) -> dict:
+    import torch
+
+    return {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_compute_dtype": torch.bfloat16,
+            "bnb_4bit_use_double_quant": NF4_DOUBLE_QUANT[backend]}
+
+
+def _pipeline_nf4(backend: str, components: list[str]):
+    from diffusers import PipelineQuantizationConfig
+
+    return PipelineQuantizationConfig(quant_backend="bitsandbytes_4bit", quant_kwargs=_nf4_kwargs(backend),
+                                      components_to_quantize=components)
+
+
+def _from_pretrained(backend: str, path: Path, precision: str):
+    """The one place that calls `from_pretrained`; counts itself in `LOADS`."""
+    global LOADS
+    import torch
+
+    dtype = _torch_dtype(precision)
+    common = {"dtype": dtype, "local_files_only": True}
+    if backend == "qwen_image_edit_plus":
+        from diffusers import QwenImageEditPlusPipeline
+
+        if precision == "nf4":
+            common["quantization_config"] = _pipeline_nf4(backend, ["transformer", "text_encoder"])
+        LOADS += 1
+        return QwenImageEditPlusPipeline.from_pretrained(str(path), **common)
+
+    if backend == "omnigen2":
+        OmniGen2Pipeline, OmniGen2Transformer2DModel = _import_omnigen2()
+        transformer_kwargs = dict(common)
+        if precision == "nf4":
+            from diffusers import BitsAndBytesConfig
+
+            transformer_kwargs["quantization_config"] = BitsAndBytesConfig(**_nf4_kwargs(backend))
+            # The MLLM (Qwen2.5-VL-3B, 6.99 GiB bf16) too: left bf16 it held 7 of the 10.02 GiB peak (H200)
+            common["quantization_config"] = _pipeline_nf4(backend, ["mllm"])
+        LOADS += 1
+        # As OmniGen2's inference.py does: the transformer comes from the package's own class.
+        transformer = OmniGen2Transformer2DModel.from_pretrained(str(path), subfolder="transformer",
+                                                                 **transformer_kwargs)
+        return OmniGen2Pipeline.from_pretrained(str(path), transformer=transformer, trust_remote_code=True,
+                                                **common)
+    raise AssertionError(backend)
