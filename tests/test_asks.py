@@ -87,10 +87,10 @@ def test_a_job_whose_driver_saw_more_than_the_model_asks_what_the_driver_saw(tmp
     model_ask = driver_sees(15.1)
     record = {"rule": "generate", "params": {"job": {"generator": GEN}}, "peak_vram_gib": 15.1}
     prov.write_text(json.dumps({**record, "nvml_peak_gib": model_ask + 1.5}))
-    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path))
+    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path, measured_key))
     assert ask.vram.value == pytest.approx(model_ask + 1.5) and "NVML peak of the job" in ask.vram.source
     prov.write_text(json.dumps({**record, "nvml_peak_gib": model_ask - 1.0}))  # below the model: the model stands
-    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path))
+    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path, measured_key))
     assert ask.vram.value == pytest.approx(model_ask) and "provenance" in ask.vram.source
 
 

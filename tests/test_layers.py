@@ -26,7 +26,7 @@ LAYERS = (
     ("walls", {"walls"}),
     ("placement and levers", {"slurm", "levers"}),
     ("the refusal report", {"refusal"}),
-    ("plan and the Snakemake glue", {"plan", "smk", "cli", "pods"}),
+    ("plan and the Snakemake glue", {"plan", "smk", "cli", "pods", "runlock"}),
 )
 
 
