@@ -3,7 +3,7 @@
 # Needs network (GitHub). Usage: envs/omnigen2.sh [/opt/OmniGen2]
 set -euo pipefail
 dest=${1:-/opt/OmniGen2}
-commit=$(python -c 'from fourloops.generate import OMNIGEN2_COMMIT; print(OMNIGEN2_COMMIT)')
+commit=$(python -c 'from fourloops.loading import OMNIGEN2_COMMIT; print(OMNIGEN2_COMMIT)')
 [ -d "$dest/.git" ] || git clone https://github.com/VectorSpaceLab/OmniGen2 "$dest"
 git -C "$dest" fetch -q origin "$commit" 2>/dev/null || true
 git -C "$dest" checkout -q "$commit"

@@ -40,3 +40,15 @@ def test_every_pod_extra_is_locked_and_every_locked_line_is_hashed():
 def test_the_pod_setup_installs_the_lock():
     machines = yaml.safe_load((REPO / "config" / "machines.yaml").read_text())
     assert "envs/pod.lock" in machines["pod"]["runpod"]["setup"]
+
+
+def test_the_omnigen2_install_script_reads_the_pinned_commit_from_where_it_lives():
+    # envs/omnigen2.sh runs on every pod's setup: a moved constant would stop the pod before any job
+    import re
+    import subprocess
+    import sys
+
+    script = (REPO / "envs" / "omnigen2.sh").read_text()
+    snippet = re.search(r"commit=\$\(python -c '([^']+)'\)", script).group(1)
+    out = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, check=True).stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{40}", out), out
