@@ -207,7 +207,22 @@ def semantic_errors(config: dict, backends: Iterable[str], smoke_backends: Itera
             messages.append(
                 f"conditions.{name}.prompt = {cond['prompt']!r}: the template must contain {{azimuth}}"
             )
-    return messages + restyle_errors(config) + lora_errors(config) + publish_errors(config)
+    return messages + machine_errors(config) + restyle_errors(config) + lora_errors(config) + publish_errors(config)
+
+
+def machine_errors(config: dict) -> list[str]:
+    """`machine` names a machine or a SLURM cluster of config/machines.yaml (a bad machines file is reported by
+    its own loader, with its line)."""
+    from fourloops import machines
+
+    try:
+        table = machines.load()
+    except machines.MachinesError:
+        return []
+    known = machines.names(table) + machines.clusters(table)
+    if config["machine"] in known:
+        return []
+    return [f"machine = {config['machine']!r}: not a machine of config/machines.yaml; allowed: one of {known}"]
 
 
 def publish_errors(config: dict) -> list[str]:

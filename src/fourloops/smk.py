@@ -53,11 +53,6 @@ class Workflow:
         base = Path(workflow.basedir)
         self.facts = asks.load_facts(base / "config" / "models.yaml")
         self.machines = machines.load(base / "config" / "machines.yaml")
-        known = machines.names(self.machines) + machines.clusters(self.machines)
-        if config.get("machine") not in known:
-            raise machines.MachinesError(
-                f"config machine = {config.get('machine')!r}: not a machine of config/machines.yaml; allowed: one "
-                f"of {known} (nothing was run or written)")
         # the provenance records, read once: measured peaks (asks) and the output check (verify) use them
         self.records = records.index(Path.cwd())
         self.measured = asks.Measurements.load(Path.cwd(), measured_key, index=self.records)
