@@ -454,7 +454,7 @@ def _repo_copy(tmp_path: Path) -> Path:
     [
         ("machines.yaml", "busy_card_limit_gib: 2.0  # RFD", "busy_card_limit_gib: 0  # RFD",
          "desk.busy_card_limit_gib = 0: not allowed; allowed: a finite number > 0"),
-        ("models.yaml", "cuda_context_gib: 0.67", "cuda_context_gib: -50", "cuda_context_gib = -50: not allowed"),
+        ("models.yaml", "cuda_context_gib: 0.68", "cuda_context_gib: -50", "cuda_context_gib = -50: not allowed"),
         ("config.yaml", "azimuths: [0, 45, 90, 135, 180, 225, 270, 315]\n", "azimuths: [0, 45\n",
          "config.yaml, line 18, column 7: expected ',' or ']'"),
     ],
