@@ -42,6 +42,32 @@ def test_lineage_follows_the_imports_not_a_list():
     assert "fourloops.generate" in lineage.closure("fourloops.stages.generate")
 
 
+HEAVY = ("numpy", "scipy", "torch", "triton", "PIL", "pandas", "matplotlib", "transformers", "diffusers")
+DIGESTS = ("import sys\nfrom fourloops import lineage, smk\nfrom fourloops.stage import stages\n"
+           "print({s.module: lineage.code_digest(s.module) for s in stages()})\n"
+           f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n")
+
+
+def _digests(home: Path) -> list[str]:
+    return subprocess.run([sys.executable, "-c", DIGESTS], capture_output=True, text=True, check=True,
+                          env=snakemake_env(HOME=str(home))).stdout.splitlines()
+
+
+def test_the_stage_registry_and_every_lineage_import_none_of_the_jobs_libraries(tmp_path):
+    """Parse time stays cheap: the declarations and each stage's lineage are read, not run."""
+    assert _digests(tmp_path)[1] == "[]"
+
+
+def test_lineage_read_from_its_cache_is_the_lineage_parsed_from_the_source(tmp_path):
+    parsed = _digests(tmp_path)[0]                  # an empty cache: every module parsed
+    cache = tmp_path / ".cache" / "fourloops" / "lineage.json"
+    assert json.loads(cache.read_text())["modules"]
+    assert _digests(tmp_path)[0] == parsed          # every module's imports from the cache
+    cache.write_text("{not json")
+    assert _digests(tmp_path)[0] == parsed          # a broken cache is only a missed shortcut
+    assert json.loads(cache.read_text())["modules"]
+
+
 # --------------------------------------------------------------------------- a copy of the workflow
 TOY_RULE = '''
 rule toy:
