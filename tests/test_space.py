@@ -60,7 +60,7 @@ def test_room_and_writability_are_checked_and_named(small_fs):
 def test_a_full_disk_inside_a_job_ends_in_one_line_naming_the_path(small_fs, monkeypatch):
     mnt, _ = small_fs
     fill(mnt)
-    smk = SimpleNamespace(threads=1, log=[], params=SimpleNamespace(keys=lambda: []), rule="fit",
+    smk = SimpleNamespace(threads=1, log=[], resources=SimpleNamespace(keys=lambda: []), params=SimpleNamespace(keys=lambda: []), rule="fit",
                           wildcards=SimpleNamespace(items=lambda: []), input=[],
                           output=SimpleNamespace(items=lambda: [("out", str(mnt / "out.bin"))],
                                                  provenance=str(mnt / "p.json")))

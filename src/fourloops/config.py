@@ -311,6 +311,25 @@ def lora_errors(config: dict) -> list[str]:
     return messages
 
 
+def _plain_mappings(data: dict) -> None:
+    """Snakemake's validate reads a JSON schema into OrderedDicts and fills defaults from them: make every mapping a
+    plain dict again, in place and in order (params compare by repr; YAML's safe_dump refuses OrderedDict)."""
+    for key, value in list(data.items()):
+        if isinstance(value, Mapping):
+            value = dict(value)
+            _plain_mappings(value)
+            data[key] = value
+        elif isinstance(value, list):
+            data[key] = [_plain_list_item(v) for v in value]
+
+
+def _plain_list_item(value):
+    if isinstance(value, Mapping):
+        value = dict(value)
+        _plain_mappings(value)
+    return value
+
+
 def check_config(
     config: dict,
     schema_path: str | Path,
@@ -345,6 +364,7 @@ def check_config(
         problems.append(f"{at}: {message}" if at else message)
     if not problems:
         fill_defaults(config, str(schema_path))
+        _plain_mappings(config)
         problems = semantic_errors(config, list(backends), list(smoke_backends))
     if problems:
         raise ConfigError(
