@@ -68,7 +68,7 @@ PHASES = {
                      ("fourloops.verify", "check"), ("fourloops.keep", "recover")],
     "walls": [("fourloops.smk", "Workflow.ask"), ("fourloops.smk", "Workflow.profile"),
               ("fourloops.smk", "Workflow.slurm_request"), ("fourloops.smk", "Workflow.check_walls"),
-              ("fourloops.walls", "levers_of")],
+              ("fourloops.refusal", "levers_of")],
 }
 
 
