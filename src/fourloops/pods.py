@@ -57,13 +57,9 @@ class RunRecord:
 
 
 def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    import psutil
+
+    return psutil.pid_exists(pid)
 
 
 def live_owned(directory: Path | None = None, stale_s: float = STALE_S) -> set[str]:

@@ -68,13 +68,9 @@ def _read(fd: int) -> dict:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    import psutil
+
+    return psutil.pid_exists(pid)
 
 
 def clear_leftovers(workdir: str | os.PathLike, under: str = "results") -> list[str]:
