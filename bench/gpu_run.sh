@@ -9,13 +9,21 @@
 # There:
 #   bench/gpu_run.sh start            # a detached session (outlives one command's limit) runs `all`
 #   bench/gpu_run.sh wait 540         # prints its log as it goes; copies the records to $OUT when it is done
+# Carry .wheels and .carry on EVERY call to the GPU machine, and sizing on the first only: on 2026-12-02 a poll
+# call that carried nothing found .carry/omnigen2 gone, and every later generator job failed to import it;
+# carrying sizing again would replace the run's results there with this machine's.
 # Each step logs and goes on when one fails; `all` writes $RUN/done at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 RUN=${RUN:-/tmp/gpu_run}
 TARGETS=(results/ladder.csv results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx)
-PROFILE=(--profile profiles/sizing-gpu)
+# --workflow-profile, not --profile: profiles/default (the desk's vram_mb=24576) would otherwise override the
+# profile's resources key by key, and the walls would refuse the H200's jobs over 24 GiB
+PROFILE=(--workflow-profile profiles/sizing-gpu)
+# what the GPU machine's own Python 3.12 + torch lacks: one wheel each (pip download ... -d .wheels)
+WHEELS=(snakemake transformers huggingface_hub peft tokenizers diffusers rfdetr supervision bitsandbytes editscore
+        qwen_vl_utils json_repair omegaconf onnxoptimizer pydantic jsonschema pulp)
 
 say() { echo "$(date -u +%H:%M:%S) == $*"; }
 
@@ -27,16 +35,20 @@ env_gpu() {
 prepare() {
   local py=${PY:-.venv/bin/python}
   [ -d .wheels ] && [ -d .carry/omnigen2/omnigen2 ] || { echo "prepare: .wheels/ and .carry/omnigen2 first (see README, 'GPU runs')" >&2; return 2; }
+  local w; for w in "${WHEELS[@]}"; do
+    compgen -G ".wheels/${w}-*.whl" >/dev/null || { echo "prepare: no wheel for $w in .wheels/" >&2; return 2; }
+  done
   git diff --quiet HEAD -- || { echo "prepare: commit first (the run's provenance must name a clean commit)" >&2; return 2; }
   rm -f .carry/repo.bundle && git bundle create -q .carry/repo.bundle HEAD
   # the desk half, here: render and the LoRA records
   "$py" -m snakemake "${PROFILE[@]}" results/render/skeleton.json results/lora/records.jsonl
 }
 
-git_ready() {  # the copied tree may come without .git: rebuild it from the bundle, index and all
-  git rev-parse HEAD >/dev/null 2>&1 && return 0
+git_ready() {  # the copied tree's .git may be missing or name another commit (2026-12-02: the one before, so
+  # every record said dirty): make HEAD the bundle's commit, index and all; the tree is that commit's
   [ -f .carry/repo.bundle ] || return 1
-  git init -q . && git fetch -q .carry/repo.bundle HEAD && git reset -q FETCH_HEAD
+  git rev-parse --git-dir >/dev/null 2>&1 || git init -q .
+  git fetch -q .carry/repo.bundle HEAD && git reset -q FETCH_HEAD
 }
 
 all() {

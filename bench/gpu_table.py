@@ -16,6 +16,7 @@ from pathlib import Path
 
 COLUMNS = ("rule", "job", "asked GiB", "torch peak GiB", "reserved GiB", "NVML peak GiB", "asked/NVML",
            "forecast s", "actual s", "forecast/actual", "GPU", "driver", "torch", "commit")
+REPO = Path(__file__).resolve().parents[1]
 MIB = 2**20
 GIB = 2**30
 
@@ -26,11 +27,17 @@ def _job(record: dict) -> str:
 
 
 def forecasts(plan: dict | None) -> dict:
-    """(rule, wildcards) -> the plan's forecast seconds."""
+    """(rule, wildcards) -> (the plan's forecast seconds, whether a probe measured it)."""
     out = {}
     for job in (plan or {}).get("jobs") or []:
-        out[(job["rule"], json.dumps(job.get("wildcards") or {}, sort_keys=True))] = float(job["seconds"])
+        out[(job["rule"], json.dumps(job.get("wildcards") or {}, sort_keys=True))] = (
+            float(job["seconds"]), str(job.get("seconds_source", "")).startswith("measured"))
     return out
+
+
+# The rules that make and measure the sizing models before the plan exists; every other GPU rule is a DAG job.
+SETUP_RULES = ("sizing_model", "probe_model")
+ON_CARD_GIB = 0.01  # an NVML peak below this: the process never allocated on the card
 
 
 def rows(records: list[dict], plan: dict | None) -> list[dict]:
@@ -42,12 +49,12 @@ def rows(records: list[dict], plan: dict | None) -> list[dict]:
             continue  # a CPU job: no wall on a card
         asked = asked_mb * MIB / GIB
         nvml = rec.get("nvml_peak_gib")
-        forecast = fc.get((rec["rule"], json.dumps(rec.get("wildcards") or {}, sort_keys=True)))
+        forecast, probed = fc.get((rec["rule"], json.dumps(rec.get("wildcards") or {}, sort_keys=True)), (None, False))
         gpu = (rec.get("gpu") or {}).get("gpus") or [{}]
         out.append({
             "rule": rec["rule"], "job": _job(rec), "asked GiB": asked, "torch peak GiB": rec.get("peak_vram_gib"),
             "reserved GiB": rec.get("peak_reserved_gib"), "NVML peak GiB": nvml,
-            "asked/NVML": asked / nvml if nvml else None, "forecast s": forecast, "actual s": rec.get("wall_seconds"),
+            "asked/NVML": asked / nvml if nvml and nvml >= ON_CARD_GIB else None, "probed": probed, "forecast s": forecast, "actual s": rec.get("wall_seconds"),
             "forecast/actual": forecast / rec["wall_seconds"] if forecast and rec.get("wall_seconds") else None,
             "GPU": gpu[0].get("name"), "driver": (rec.get("gpu") or {}).get("driver"),
             "torch": (rec.get("packages") or {}).get("torch"),
@@ -67,15 +74,38 @@ def table(run_dir: Path) -> str:
     plan_path = run_dir / "plan-before.json"
     plan = json.loads(plan_path.read_text()) if plan_path.exists() else None
     body = rows(records, plan)
+    shown = run_dir.resolve()
+    shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else run_dir
     lines = [f"# Every GPU job of the run in {run_dir.name}", "",
-             f"Made by `.venv/bin/python bench/gpu_table.py {run_dir.as_posix()} --write` from its provenance records"
+             f"Made by `.venv/bin/python bench/gpu_table.py {shown.as_posix()} --write` from its provenance records"
              " and the plan made before the run.", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_cell(r[c]) for c in COLUMNS) + " |" for r in body]
     below = [r for r in body if r["asked/NVML"] is not None and r["asked/NVML"] < 1]
     lines += ["", f"GPU jobs: {len(body)}; asked below what the driver saw: {len(below)}"
               + ("" if not below else " (" + ", ".join(f"{r['rule']} {r['job']}" for r in below) + ")")]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["", "## Summary", ""] + [f"- {line}" for line in summary(body)]) + "\n"
+
+
+def _span(values: list[float]) -> str:
+    return f"{min(values):.3f}-{max(values):.3f}" if values else "none"
+
+
+def summary(body: list[dict]) -> list[str]:
+    """The lines the README quotes: the DAG's jobs apart from the builds and probes that came before the plan."""
+    dag = [r for r in body if r["rule"] not in SETUP_RULES]
+    ratio = [r["asked/NVML"] for r in dag if r["asked/NVML"] is not None]
+    dirty = [r for r in body if r["commit"].endswith("-dirty") or not r["commit"]]
+    probed = [r["forecast/actual"] for r in dag if r["forecast/actual"] is not None and r["probed"]]
+    guessed = [r["forecast/actual"] for r in dag if r["forecast/actual"] is not None and not r["probed"]]
+    return [
+        f"DAG GPU jobs: {len(dag)}, asked/NVML {_span(ratio)}, below 1: {sum(x < 1 for x in ratio)}",
+        f"setup jobs (sizing builds, probes): {len(body) - len(dag)}, asked below NVML: "
+        f"{sum(1 for r in body if r['rule'] in SETUP_RULES and r['asked/NVML'] is not None and r['asked/NVML'] < 1)}",
+        f"records from a dirty tree: {len(dirty)} of {len(body)}",
+        f"forecast/actual, forecast from a probe: {_span(probed)} ({len(probed)} jobs); "
+        f"from an estimate: {_span(guessed)} ({len(guessed)} jobs)",
+    ]
 
 
 def main(argv=None) -> int:

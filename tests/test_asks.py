@@ -190,3 +190,37 @@ def test_the_gpu_run_table_puts_each_jobs_ask_beside_what_the_driver_saw_and_fla
                    "NVIDIA H200 | 580.159.04 | 2.11.0 | 0123456 |")
     assert "| fit " not in text  # a CPU job has no wall on a card
     assert "GPU jobs: 1; asked below what the driver saw: 1 (generate condition=A)" in text
+
+
+# ------------------------------------------- the whole DAG on the H200 (bench/gpu_run.sh, 2026-12-02)
+GPU_RUN = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02"
+
+
+@pytest.fixture(scope="module")
+def gpu_table():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_table", REPO / "bench" / "gpu_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table):
+    text = gpu_table.table(GPU_RUN)
+    assert text == (GPU_RUN / "table.md").read_text()
+    summary = text.split("## Summary\n", 1)[1]
+    quoted = [line[2:] for line in summary.splitlines() if line.startswith("- ")]
+    readme = (REPO / "README.md").read_text()
+    assert len(quoted) == 4 and all(q in readme for q in quoted), [q for q in quoted if q not in readme]
+
+
+@pytest.mark.parametrize("component", ["omnigen2", "scorer"])
+def test_a_sizing_build_on_the_card_asks_what_the_driver_saw_of_it_on_the_h200(component):
+    from fourloops.stage import AskContext
+    from fourloops.stages import sizing
+
+    seen = json.loads((GPU_RUN / "sizing" / "results" / "provenance" / "sizing_model" / f"{component}.json").read_text())
+    ask = sizing.ask(AskContext(FACTS), {"component": component}, {"device": "cuda"})
+    assert ask.vram.value >= seen["nvml_peak_gib"], (ask.vram.value, seen["nvml_peak_gib"], ask.vram.source)
+    assert sizing.ask(AskContext(FACTS), {"component": component}, {"device": "cpu"}).vram.value == 0.0

@@ -91,8 +91,8 @@ def test_the_same_dag_on_the_pod_passes_the_wall_check(tmp_path):
                "--", "results/ladder.csv")
     out = proc.stdout + proc.stderr
     assert "walls:" not in out, out[-3000:]
-    # no GPU here: the next check (weights, CUDA) is what stops it, still before any job
-    assert proc.returncode == 0 or "real model set cannot run" in out
+    # no GPU and no weights here: the next check (weights, CUDA) is what stops it, still before any job
+    assert proc.returncode != 0 and "the real model set cannot run on this machine" in out, out[-3000:]
 
 
 SYNTH = """

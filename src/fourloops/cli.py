@@ -21,6 +21,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--snakefile", default=str(REPO / "Snakefile"))
     p.add_argument("--directory", "-d", help="working directory (default: here)")
     p.add_argument("--profile", help="Snakemake profile (the workflow's profiles/default applies as with snakemake)")
+    p.add_argument("--workflow-profile", help="Snakemake workflow profile, in place of profiles/default (as snakemake)")
     p.add_argument("--config", nargs="*", default=[], help="key=value config overrides, as snakemake --config")
     p.add_argument("--configfile", nargs="*", default=[])
 
@@ -33,6 +34,8 @@ def plan(args) -> int:
         argv += ["--directory", args.directory]
     if args.profile:
         argv += ["--profile", args.profile]
+    if args.workflow_profile:
+        argv += ["--workflow-profile", args.workflow_profile]
     if args.configfile:
         argv += ["--configfile", *args.configfile]
     # --machine is not passed as --config: a command-line --config replaces a profile's config list

@@ -171,9 +171,9 @@ def problems(needs: Iterable[Need], built: Iterable[str] = ()) -> list[str]:
     return [msg for need in seen.values() if not by_the_run(need) and (msg := check(need))]
 
 
-def report(lines: list[str]) -> str:
+def report(lines: list[str], model_set: str = "real") -> str:
     return (
-        "the real model set cannot run on this machine; nothing was started:\n  - "
+        f"the {model_set} model set cannot run on this machine; nothing was started:\n  - "
         + "\n  - ".join(lines)
         + "\n"
         + SMOKE_HINT

@@ -496,7 +496,7 @@ class Workflow:
 
             missing = self.preflight_problems(dag)
             if missing:
-                raise WorkflowError(preflight.report(missing))
+                raise WorkflowError(preflight.report(missing, self.config["model_set"]))
         if full := self.space_problems(dag):
             raise WorkflowError("\n".join(full))
         MODEL_SET_MARKER.write_text(self.config["model_set"] + "\n")

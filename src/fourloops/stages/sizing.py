@@ -32,9 +32,11 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
     host = float(ctx.facts["stages"]["generate_host_gib"])
     source = f"estimate: {name} random weights at {dtype} {gib:.2f} GiB"
     on_card = str(params["device"]).startswith("cuda")
-    ctxt = float(ctx.facts.get("cuda_context_gib", 0.0)) if on_card else 0.0
+    # on the card, what the driver sees of an inference process over its torch peak (the whole-DAG H200 run of
+    # 2026-12-02 saw 16.20 GiB for omnigen2's 14.54 GiB of weights: the context and the pool's slack)
+    vram = asks._with_context(ctx.facts, asks.Figure(gib, source)) if on_card else asks.Figure(0.0, source + " (cpu)")
     return asks.Ask(
-        vram=asks.Figure(gib + ctxt if on_card else 0.0, source + (f" + CUDA context {ctxt:g}" if on_card else " (cpu)")),
+        vram=vram,
         ram=asks.Figure((0.0 if on_card else gib) + min(gib, 10.0) + host,
                         f"estimate: {'the weights + ' if not on_card else ''}one save shard (<= 10 GiB) + host {host:g}"),
         seconds=asks.Figure(60.0 + gib * 4.0, "estimate: 60 s + 4 s/GiB to make and save (not measured)"),
