@@ -224,3 +224,35 @@ def test_a_sizing_build_on_the_card_asks_what_the_driver_saw_of_it_on_the_h200(c
     ask = sizing.ask(AskContext(FACTS), {"component": component}, {"device": "cuda"})
     assert ask.vram.value >= seen["nvml_peak_gib"], (ask.vram.value, seen["nvml_peak_gib"], ask.vram.source)
     assert sizing.ask(AskContext(FACTS), {"component": component}, {"device": "cpu"}).vram.value == 0.0
+
+
+def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_process_start_once(tmp_path):
+    from fourloops.stage import measured_key
+
+    probe = tmp_path / "results" / "probe" / "h200" / "detector.json"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(json.dumps({"key": "detector/x", "machine_name": "h200", "load_seconds": 10.0, "configurations": [
+        {"images_per_call": 1, "seconds_per_item": 1.0, "first_item_seconds": 4.0, "items": [{"seconds": 4.0}, {"seconds": 1.0}]},
+        {"images_per_call": 4, "seconds_per_item": 3.0, "first_item_seconds": 3.5, "items": [{"seconds": 3.5}, {"seconds": 3.0}]}]}))
+    prov = tmp_path / "results" / "provenance" / "probe" / "h200-detector.json"
+    prov.parent.mkdir(parents=True)
+    prov.write_text(json.dumps({"rule": "probe_model", "wall_seconds": 30.0, "wildcards": {},
+                                "outputs": [{"path": "results/probe/h200/detector.json", "bytes": 1, "sha256": "0"}]}))
+    once, per, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200", images_per_call=4)
+    # load 10 + warm-up of the process's first configuration 4 - 1 + the rest of its 30 s: 30 - 10 - 11.5 = 8.5
+    assert (once, per) == (10.0 + 3.0 + 8.5, 3.0) and "warm-up 3 s + process 8.5 s" in source
+    prov.unlink()  # without the probe job's record: no process term, and no guess for it
+    once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
+    assert once == 13.0 and "process" not in source
+
+
+def test_the_committed_forecast_table_regenerates_and_the_readme_quotes_it():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_forecast", REPO / "bench" / "gpu_forecast.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = mod.table(GPU_RUN)
+    assert text == (GPU_RUN / "forecast.md").read_text()
+    (line,) = [x[2:] for x in text.split("## Summary\n", 1)[1].splitlines() if x.startswith("- ")]
+    assert line in (REPO / "README.md").read_text()

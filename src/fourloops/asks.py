@@ -10,6 +10,7 @@ from __future__ import annotations
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
 import json
+import os
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,7 +173,11 @@ class Measurements:
             # a probe without a peak (a CPU run, a configuration that failed) still times its machine
             out.probes.setdefault(key, []).append({**rec, "path": str(path)})
             out._saw(key, rec.get("peak_nvml_process_gib"), f"NVML peak of the probe on {rec.get('machine_name', '?')}, {path}")
+        walls = {}  # a probe file -> the wall seconds of the probe_model job that wrote it (its provenance)
         for record in (index if index is not None else records.index(root)).records:
+            if record.rule == "probe_model" and record.data.get("wall_seconds") is not None:
+                for o in record.data.get("outputs") or []:
+                    walls[os.path.normpath(str(root / o["path"]))] = float(record.data["wall_seconds"])
             peak = record.data.get("peak_vram_gib")
             key = measures(record.rule, record.data) if peak is not None else None
             if key:
@@ -180,6 +185,10 @@ class Measurements:
                 out.history[key] = Figure(float(peak), f"measured: provenance {where} ({record.data.get('started', '?')})")
             if key:
                 out._saw(key, record.data.get("nvml_peak_gib"), f"NVML peak of the job, provenance {root / record.path}")
+        for recs in out.probes.values():
+            for rec in recs:
+                if (wall := walls.get(os.path.normpath(rec["path"]))) is not None:
+                    rec["job_wall_seconds"] = wall
         return out
 
     def _saw(self, key: str, gib, source: str) -> None:
@@ -204,16 +213,27 @@ class Measurements:
         return self.history.get(key)
 
     def timing(self, key: str, machine: str, **match) -> tuple[float, float, str] | None:
-        """(load s, s per item, source) from the target machine's own probe, for the configuration matching `match`
-        (e.g. references=2); time depends on the GPU, so another machine's probe is not used."""
+        """(once per job s, s per item, source) from the target machine's own probe, for the configuration matching
+        `match` (e.g. references=2); time depends on the GPU, so another machine's probe is not used.
+        Once per job, as the probe's own process paid it: the load; the first item's warm-up over a steady one, in
+        the probe's first configuration (a job is a fresh process, as the probe was); and the process's start and
+        finish (the probe job's wall seconds, from its provenance, less its load and every item), when known."""
         for rec in self.probes.get(key) or []:
             if rec.get("machine_name") != machine:
                 continue
-            confs = [c for c in rec.get("configurations") or []
-                     if c.get("seconds_per_item") is not None and all(c.get(k) == v for k, v in match.items())]
-            if confs:
-                return (float(rec.get("load_seconds") or 0.0), float(confs[0]["seconds_per_item"]),
-                        f"measured: probe on {machine} ({rec.get('gpu_name') or '?'}), {rec['path']}")
+            timed = [c for c in rec.get("configurations") or [] if c.get("seconds_per_item") is not None]
+            confs = [c for c in timed if all(c.get(k) == v for k, v in match.items())]
+            if not confs:
+                continue
+            load = float(rec.get("load_seconds") or 0.0)
+            first = timed[0]
+            warm = max(0.0, float(first.get("first_item_seconds") or 0.0) - float(first["seconds_per_item"]))
+            items = sum(float(i["seconds"]) for c in timed for i in c.get("items") or [] if i.get("seconds") is not None)
+            wall = rec.get("job_wall_seconds")
+            process = max(0.0, float(wall) - load - items) if wall is not None else 0.0
+            parts = f"load {load:g} s + warm-up {warm:.3g} s" + (f" + process {process:.3g} s" if wall is not None else "")
+            return (load + warm + process, float(confs[0]["seconds_per_item"]),
+                    f"measured: probe on {machine} ({rec.get('gpu_name') or '?'}), {rec['path']}: {parts}")
         return None
 
 
@@ -222,8 +242,8 @@ def _measured_seconds(measured: Measurements | None, key: str, machine: str, n_i
     found = measured.timing(key, machine, **match) if measured is not None else None
     if found is None:
         return None
-    load, per, source = found
-    return Figure(load + n_items * per, f"{source}: load {load:g} s + {n_items:g} {what} x {per:g} s")
+    once, per, source = found
+    return Figure(once + n_items * per, f"{source} + {n_items:g} {what} x {per:g} s")
 
 
 def generator_key(gen: dict) -> str:
