@@ -68,14 +68,9 @@ wildcard_constraints:
     style="|".join(STYLES),
 
 
-SMOKE_GENERATOR_DIR = "models/smoke/generator-{backend}"
-SMOKE_DETECTOR = "models/smoke/rfdetr-keypoint.pth"
-SMOKE_SCORER_DIR = "models/smoke/scorer"
-SIZING_DIR = "models/sizing/{component}"  # fourloops.sizing.build writes each one; the real loaders read it
-
-
-def sizing_model(component, inner=""):
-    return os.path.join(SIZING_DIR.format(component=component), inner) if inner else SIZING_DIR.format(component=component)
+from fourloops import model_sets
+from fourloops.model_sets import SMOKE_DETECTOR, SMOKE_GENERATOR_DIR, SMOKE_SCORER_DIR, sizing_model
+from fourloops.stage import builds as sizing_builds, gpu as gpu_of, probed as probed_components
 
 # fourloops' view of this workflow; the stage files use its ASKS (as resources) and LINEAGE (a param).
 smk.check_model_set(config["model_set"])
@@ -102,35 +97,12 @@ FOURLOOPS.recover_last_good()
 
 
 def generator_settings():
-    """The generator as the run uses it: the configured one, or its smoke stand-in."""
-    gen = dict(config["generator"])
-    if SMOKE:
-        backend = config["smoke"]["generator_backend"]
-        gen.update(
-            backend=backend,
-            model=SMOKE_GENERATOR_DIR.format(backend=backend),
-            revision=None,
-            precision="fp32",
-            device="cpu",
-            steps=config["smoke"]["generator_steps"],
-            size=config["smoke"]["generator_size"],
-        )
-    elif SIZING:  # the configured generator, its random-weight copy at the real shape
-        gen.update(model=sizing_model(gen["backend"]), revision=None)
-    return gen
+    """The generator as the run uses it: the configured one, or its smoke stand-in (fourloops.model_sets)."""
+    return model_sets.generator(config)
 
 
 def detector_settings():
-    det = dict(config["keypoints"])
-    if SMOKE:
-        det.update(weights=SMOKE_DETECTOR, device="cpu", resolution=config["smoke"]["keypoints_resolution"])
-        if config["smoke"]["ask_card"]:
-            det["ask_card"] = True
-    elif SIZING:
-        det["weights"] = sizing_model("detector", "rfdetr-keypoint.pth")
-    else:
-        det["weights"] = os.path.expanduser(det["weights"])
-    return det
+    return model_sets.detector(config)
 
 
 def camera_settings():
@@ -209,17 +181,14 @@ def get_fit_params(wildcards):
 
 
 def get_probe_inputs(wildcards):
-    """The smoke and sizing sets' models are built by the workflow; real weights live in the HF cache (preflight checks them)."""
+    """The smoke and sizing sets' models are built by the workflow; real weights live in the HF cache (preflight
+    checks them). Which ones: the component's GPU declaration (fourloops.stage.Gpu)."""
+    gpu = gpu_of(wildcards.component)
     if SIZING:
-        return {"model": sizing_model(generator_settings()["backend"] if wildcards.component == "generator"
-                                      else wildcards.component)}
-    if not SMOKE:
-        return {}
-    if wildcards.component == "generator":
-        return {"model": generator_settings()["model"]}
-    if wildcards.component == "scorer":
-        return {"model": SMOKE_SCORER_DIR}
-    return {"weights": SMOKE_DETECTOR}
+        return {"model": sizing_model(gpu.build_for(gpu.settings(config)))}
+    if SMOKE and gpu.smoke_inputs is not None:
+        return gpu.smoke_inputs(config)
+    return {}
 
 
 def get_ladder_inputs(wildcards):
@@ -263,19 +232,7 @@ def hef_detector_inputs(wildcards):
 
 
 def scorer_settings():
-    """The scorer as the run uses it: the configured base + adapter, or the smoke set's tiny pair (CPU, fp32)."""
-    g = config["grades"]
-    s = {"base": g["scorer"], "base_revision": g["scorer_revision"], "adapter": g["adapter"],
-         "adapter_revision": g["adapter_revision"], "precision": g["precision"], "device": g["device"],
-         "decoding": g["decoding"], "temperature": g["temperature"], "max_new_tokens": g["max_new_tokens"]}
-    if SMOKE:
-        s.update(base=f"{SMOKE_SCORER_DIR}/base", base_revision=None, adapter=f"{SMOKE_SCORER_DIR}/adapter",
-                 adapter_revision=None, precision="fp32", device="cpu",
-                 max_new_tokens=config["smoke"]["scorer_max_new_tokens"])
-    elif SIZING:
-        s.update(base=sizing_model("scorer", "base"), base_revision=None, adapter=sizing_model("scorer", "adapter"),
-                 adapter_revision=None)
-    return s
+    return model_sets.scorer(config)
 
 
 def get_grades_inputs(wildcards):
