@@ -120,8 +120,7 @@ def render_keypoints(tag):
 def get_generate_inputs(wildcards):
     cond = config["conditions"][wildcards.condition]
     inputs = {"references": [render_image(az_tag(a)) for a in cond["references"]]}
-    if SMOKE or SIZING:
-        inputs["model"] = generator_settings()["model"]
+    inputs.update(model_sets.built_models(config, "generator"))
     if cond.get("lora", False):  # the camera LoRA (rules/lora.smk): a retrained one makes this condition stale
         inputs["lora"] = LORA_FILE
     return inputs
@@ -151,12 +150,7 @@ def get_keypoint_inputs(wildcards):
     else:
         images = [f"results/generate/{wildcards.kpset}/az{t}.png" for t in LADDER_TAGS]
         manifest = [f"results/generate/{wildcards.kpset}/views.json"]
-    inputs = {"images": images, "manifest": manifest}
-    if SMOKE:
-        inputs["weights"] = SMOKE_DETECTOR
-    elif SIZING:
-        inputs["weights"] = sizing_model("detector")
-    return inputs
+    return {"images": images, "manifest": manifest, **model_sets.built_models(config, "detector")}
 
 
 def get_fit_inputs(wildcards):
@@ -186,9 +180,7 @@ def get_probe_inputs(wildcards):
     gpu = gpu_of(wildcards.component)
     if SIZING:
         return {"model": sizing_model(gpu.build_for(gpu.settings(config)))}
-    if SMOKE and gpu.smoke_inputs is not None:
-        return gpu.smoke_inputs(config)
-    return {}
+    return gpu.smoke_inputs(config) if SMOKE and gpu.smoke_inputs is not None else {}
 
 
 def get_ladder_inputs(wildcards):
@@ -199,10 +191,7 @@ def get_ladder_inputs(wildcards):
 
 
 def get_restyle_inputs(wildcards):
-    inputs = {"references": [render_image(t) for t in RESTYLE_TAGS]}
-    if SMOKE or SIZING:
-        inputs["model"] = generator_settings()["model"]
-    return inputs
+    return {"references": [render_image(t) for t in RESTYLE_TAGS], **model_sets.built_models(config, "generator")}
 
 
 def get_restyle_params(wildcards):
@@ -228,7 +217,7 @@ def hef_settings():
 
 
 def hef_detector_inputs(wildcards):
-    return {"weights": SMOKE_DETECTOR} if SMOKE else {"weights": sizing_model("detector")} if SIZING else {}
+    return model_sets.built_models(config, "detector")
 
 
 def scorer_settings():
@@ -241,11 +230,7 @@ def get_grades_inputs(wildcards):
         "restyled": [f"results/restyle/{wildcards.style}/az{t}.png" for t in RESTYLE_TAGS],
         "manifest": f"results/restyle/{wildcards.style}/views.json",
     }
-    if SMOKE:
-        inputs["model"] = SMOKE_SCORER_DIR
-    elif SIZING:
-        inputs["model"] = sizing_model("scorer")
-    return inputs
+    return inputs | model_sets.built_models(config, "scorer")
 
 
 def get_grades_params(wildcards):
@@ -271,10 +256,7 @@ LORA_CHECKPOINTS = f"results/lora/checkpoints/{LORA_NAME}"
 
 
 def lora_record_settings():
-    rec = dict(config["lora"]["records"])
-    if SMOKE:
-        rec.update(count=config["lora"]["smoke"]["count"], azimuths=config["lora"]["smoke"]["azimuths"])
-    return rec
+    return model_sets.lora_records(config)
 
 
 LORA_RECORD_TAGS = [az_tag(a) for a in lora_record_settings()["azimuths"]]
@@ -293,21 +275,12 @@ def get_lora_records_params(wildcards):
     }
 
 
-def lora_generator():
-    """What the LoRA jobs take of the generator: which model, from where (not its sampling settings)."""
-    gen = generator_settings()
-    device = "cpu" if SMOKE else config["lora"]["device"]
-    return {"backend": gen["backend"], "model": gen["model"], "revision": gen["revision"], "device": device}
-
-
 def get_lora_inputs(wildcards):
     inputs = {
         "records": "results/lora/records.jsonl",
         "images": expand("results/lora/records/az{az}.png", az=LORA_RECORD_TAGS),
     }
-    if SMOKE:
-        inputs["model"] = generator_settings()["model"]
-    return inputs
+    return inputs | model_sets.built_models(config, "generator", sets=("smoke",))
 
 
 def get_lora_train_inputs(wildcards):
@@ -316,8 +289,8 @@ def get_lora_train_inputs(wildcards):
 
 def get_lora_embeddings_params(wildcards):
     return {
-        **lora_generator(),
-        "text_encoder_dtype": "fp32" if SMOKE else "bf16",
+        **model_sets.lora_generator(config),
+        "text_encoder_dtype": model_sets.lora_text_encoder_dtype(config),
         "max_sequence_length": 1024,
         "records": lora_record_settings()["count"],
         "model_set": config["model_set"],
@@ -325,15 +298,4 @@ def get_lora_embeddings_params(wildcards):
 
 
 def get_lora_train_params(wildcards):
-    lora = config["lora"]
-    train = {
-        **lora_generator(),
-        "model_set": config["model_set"],
-        **{k: lora[k] for k in ("rank", "alpha", "dropout", "target_modules", "steps", "lr", "weight_decay",
-                                "max_grad_norm", "resolution", "accumulation", "frozen_dtype", "text_encoder",
-                                "seed")},
-    }
-    if SMOKE:  # the tiny generator on the CPU at its own size, fp32 like the smoke generator
-        train.update(steps=lora["smoke"]["steps"], accumulation=lora["smoke"]["accumulation"], lr=lora["smoke"]["lr"],
-                     resolution=config["smoke"]["generator_size"], frozen_dtype="fp32")
-    return train
+    return model_sets.lora_train(config)

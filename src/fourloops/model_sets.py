@@ -59,3 +59,53 @@ def scorer(config: dict) -> dict:
         s.update(base=sizing_model("scorer", "base"), base_revision=None, adapter=sizing_model("scorer", "adapter"),
                  adapter_revision=None)
     return s
+
+
+def built_models(config: dict, component: str, sets: tuple[str, ...] = ("smoke", "sizing")) -> dict:
+    """The models of the smoke or sizing set a job loading `component` reads, as its inputs (the workflow builds
+    them: rules/models.smk, rules/sizing.smk); {} on the real set, whose weights live in the HF cache (the
+    preflight checks them), and for a set not in `sets`."""
+    model_set = config["model_set"]
+    if model_set not in sets or model_set not in ("smoke", "sizing"):
+        return {}
+    if component == "generator":
+        return {"model": generator(config)["model"]}
+    if component == "detector":
+        return {"weights": SMOKE_DETECTOR if model_set == "smoke" else sizing_model("detector")}
+    if component == "scorer":
+        return {"model": SMOKE_SCORER_DIR if model_set == "smoke" else sizing_model("scorer")}
+    raise ValueError(f"component = {component!r}; allowed: generator, detector, scorer")
+
+
+def lora_records(config: dict) -> dict:
+    """The LoRA's training records: the configured ones, or the smoke set's few."""
+    rec = dict(config["lora"]["records"])
+    if config["model_set"] == "smoke":
+        rec.update(count=config["lora"]["smoke"]["count"], azimuths=config["lora"]["smoke"]["azimuths"])
+    return rec
+
+
+def lora_generator(config: dict) -> dict:
+    """What the LoRA jobs take of the generator: which model, from where (not its sampling settings)."""
+    gen = generator(config)
+    device = "cpu" if config["model_set"] == "smoke" else config["lora"]["device"]
+    return {"backend": gen["backend"], "model": gen["model"], "revision": gen["revision"], "device": device}
+
+
+def lora_text_encoder_dtype(config: dict) -> str:
+    return "fp32" if config["model_set"] == "smoke" else "bf16"
+
+
+TRAIN_KEYS = ("rank", "alpha", "dropout", "target_modules", "steps", "lr", "weight_decay", "max_grad_norm",
+              "resolution", "accumulation", "frozen_dtype", "text_encoder", "seed")
+
+
+def lora_train(config: dict) -> dict:
+    """The LoRA training job's settings: the configured ones, or the tiny generator's on the CPU at its own size,
+    fp32 like the smoke generator."""
+    lora = config["lora"]
+    train = {**lora_generator(config), "model_set": config["model_set"], **{k: lora[k] for k in TRAIN_KEYS}}
+    if config["model_set"] == "smoke":
+        train.update(steps=lora["smoke"]["steps"], accumulation=lora["smoke"]["accumulation"], lr=lora["smoke"]["lr"],
+                     resolution=config["smoke"]["generator_size"], frozen_dtype="fp32")
+    return train

@@ -202,7 +202,7 @@ GENERATOR = Gpu(
     knobs=(Knob((), "precision", ("generator", "precision"), "precision"), Knob((), "size", ("generator", "size"), "size")),
     builds=(Build("omnigen2", "omnigen2"), Build("qwen_image_edit_plus", "qwen_image_edit_plus")),
     build_of=lambda s: s["backend"], resolution=lambda s: int(s["size"]),
-    smoke_inputs=lambda config: {"model": model_sets.generator(config)["model"]}, offload=True)
+    smoke_inputs=lambda config: model_sets.built_models(config, "generator"), offload=True)
 # The generator's knobs, as a generate or restyle job's params carry them.
 GENERATOR_KNOBS = GENERATOR.knobs_at(("job", "generator"))
 

@@ -152,7 +152,7 @@ SCORER = Gpu(
     name="scorer", key=_scorer_key, probe="fourloops.stages.probe:_probe_scorer", settings=model_sets.scorer,
     ask=_scorer_ask, needs=scorer_needs, knobs=(Knob((), "precision", ("grades", "precision"), "precision"),),
     builds=(Build("scorer", "qwen3_vl_8b"),), model_at="base", resolution=lambda s: int(s.get("image_size", 512)),
-    smoke_inputs=lambda config: {"model": model_sets.SMOKE_SCORER_DIR})
+    smoke_inputs=lambda config: model_sets.built_models(config, "scorer"))
 
 STAGE = Stage(name="grades", rules=("grades",), profile="pod", ask=ask, needs=needs, measures=measures,
               keep_last_good=True, knobs=SCORER.knobs_at(("job", "scorer")), gpus=(SCORER,))

@@ -81,7 +81,7 @@ DETECTOR = Gpu(
     settings=model_sets.detector, ask=_detector_ask, needs=detector_needs,
     knobs=(Knob((), "resolution", ("keypoints", "resolution"), "size"),),
     builds=(Build("detector", "rfdetr_keypoint_preview", "fp32"),), model_at="weights", precision=lambda s: "fp32",
-    smoke_inputs=lambda config: {"weights": model_sets.SMOKE_DETECTOR})
+    smoke_inputs=lambda config: model_sets.built_models(config, "detector"))
 
 STAGE = Stage(name="keypoints", rules=("keypoints", "keypoints_generated", "keypoints_restyled"), profile="desk", ask=ask, needs=needs,
               measures=measures, knobs=DETECTOR.knobs_at(("detector",)), gpus=(DETECTOR,))
