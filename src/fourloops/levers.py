@@ -219,7 +219,7 @@ def places(job: walls.PendingJob, table: dict, target: str, placement: dict | No
         return out, [], ""
     base = walls.target_for(job, table, "pod")
     cards = {c["id"]: c for c in list(pod_raw.get("small_cards") or []) + list(pod_raw.get("gpu_classes") or [])}
-    ids = [c["id"] for c in pod_raw.get("gpu_classes") or []] + list((pod_raw.get("runpod") or {}).get("widen_gpus") or [])
+    ids = machines_mod.pod_gpus(pod_raw)
     larger, sizes, unknown = [], [], []
     for gpu in ids:
         card = cards.get(gpu)

@@ -80,6 +80,12 @@ def clusters(machines: dict) -> list[str]:
     return [n for n, raw in machines.items() if isinstance(raw, dict) and "slurm" in raw]
 
 
+def pod_gpus(pod: dict) -> tuple[str, ...]:
+    """The GPU types a pod may be given, in the order the executor asks RunPod for them: pod.gpu_classes' ids,
+    then pod.runpod.widen_gpus (the one list the executor and the levers read)."""
+    return tuple(g["id"] for g in pod.get("gpu_classes") or []) + tuple((pod.get("runpod") or {}).get("widen_gpus") or [])
+
+
 def machine(machines: dict, name: str, host: str | None = None) -> Machine:
     """The walls of machine `name`; a container inherits its host's walls and adds its licensed software."""
     if name not in machines or not isinstance(machines[name], dict):
