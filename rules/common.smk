@@ -68,14 +68,9 @@ wildcard_constraints:
     style="|".join(STYLES),
 
 
-SMOKE_GENERATOR_DIR = "models/smoke/generator-{backend}"
-SMOKE_DETECTOR = "models/smoke/rfdetr-keypoint.pth"
-SMOKE_SCORER_DIR = "models/smoke/scorer"
-SIZING_DIR = "models/sizing/{component}"  # fourloops.sizing.build writes each one; the real loaders read it
-
-
-def sizing_model(component, inner=""):
-    return os.path.join(SIZING_DIR.format(component=component), inner) if inner else SIZING_DIR.format(component=component)
+from fourloops import model_sets
+from fourloops.model_sets import SMOKE_DETECTOR, SMOKE_GENERATOR_DIR, SMOKE_SCORER_DIR, sizing_model
+from fourloops.stage import builds as sizing_builds, gpu as gpu_of, probed as probed_components
 
 # fourloops' view of this workflow; the stage files use its ASKS (as resources) and LINEAGE (a param).
 smk.check_model_set(config["model_set"])
@@ -102,35 +97,12 @@ FOURLOOPS.recover_last_good()
 
 
 def generator_settings():
-    """The generator as the run uses it: the configured one, or its smoke stand-in."""
-    gen = dict(config["generator"])
-    if SMOKE:
-        backend = config["smoke"]["generator_backend"]
-        gen.update(
-            backend=backend,
-            model=SMOKE_GENERATOR_DIR.format(backend=backend),
-            revision=None,
-            precision="fp32",
-            device="cpu",
-            steps=config["smoke"]["generator_steps"],
-            size=config["smoke"]["generator_size"],
-        )
-    elif SIZING:  # the configured generator, its random-weight copy at the real shape
-        gen.update(model=sizing_model(gen["backend"]), revision=None)
-    return gen
+    """The generator as the run uses it: the configured one, or its smoke stand-in (fourloops.model_sets)."""
+    return model_sets.generator(config)
 
 
 def detector_settings():
-    det = dict(config["keypoints"])
-    if SMOKE:
-        det.update(weights=SMOKE_DETECTOR, device="cpu", resolution=config["smoke"]["keypoints_resolution"])
-        if config["smoke"]["ask_card"]:
-            det["ask_card"] = True
-    elif SIZING:
-        det["weights"] = sizing_model("detector", "rfdetr-keypoint.pth")
-    else:
-        det["weights"] = os.path.expanduser(det["weights"])
-    return det
+    return model_sets.detector(config)
 
 
 def camera_settings():
@@ -148,8 +120,7 @@ def render_keypoints(tag):
 def get_generate_inputs(wildcards):
     cond = config["conditions"][wildcards.condition]
     inputs = {"references": [render_image(az_tag(a)) for a in cond["references"]]}
-    if SMOKE or SIZING:
-        inputs["model"] = generator_settings()["model"]
+    inputs.update(model_sets.built_models(config, "generator"))
     if cond.get("lora", False):  # the camera LoRA (rules/lora.smk): a retrained one makes this condition stale
         inputs["lora"] = LORA_FILE
     return inputs
@@ -179,12 +150,7 @@ def get_keypoint_inputs(wildcards):
     else:
         images = [f"results/generate/{wildcards.kpset}/az{t}.png" for t in LADDER_TAGS]
         manifest = [f"results/generate/{wildcards.kpset}/views.json"]
-    inputs = {"images": images, "manifest": manifest}
-    if SMOKE:
-        inputs["weights"] = SMOKE_DETECTOR
-    elif SIZING:
-        inputs["weights"] = sizing_model("detector")
-    return inputs
+    return {"images": images, "manifest": manifest, **model_sets.built_models(config, "detector")}
 
 
 def get_fit_inputs(wildcards):
@@ -209,17 +175,12 @@ def get_fit_params(wildcards):
 
 
 def get_probe_inputs(wildcards):
-    """The smoke and sizing sets' models are built by the workflow; real weights live in the HF cache (preflight checks them)."""
+    """The smoke and sizing sets' models are built by the workflow; real weights live in the HF cache (preflight
+    checks them). Which ones: the component's GPU declaration (fourloops.stage.Gpu)."""
+    gpu = gpu_of(wildcards.component)
     if SIZING:
-        return {"model": sizing_model(generator_settings()["backend"] if wildcards.component == "generator"
-                                      else wildcards.component)}
-    if not SMOKE:
-        return {}
-    if wildcards.component == "generator":
-        return {"model": generator_settings()["model"]}
-    if wildcards.component == "scorer":
-        return {"model": SMOKE_SCORER_DIR}
-    return {"weights": SMOKE_DETECTOR}
+        return {"model": sizing_model(gpu.build_for(gpu.settings(config)))}
+    return gpu.smoke_inputs(config) if SMOKE and gpu.smoke_inputs is not None else {}
 
 
 def get_ladder_inputs(wildcards):
@@ -230,10 +191,7 @@ def get_ladder_inputs(wildcards):
 
 
 def get_restyle_inputs(wildcards):
-    inputs = {"references": [render_image(t) for t in RESTYLE_TAGS]}
-    if SMOKE or SIZING:
-        inputs["model"] = generator_settings()["model"]
-    return inputs
+    return {"references": [render_image(t) for t in RESTYLE_TAGS], **model_sets.built_models(config, "generator")}
 
 
 def get_restyle_params(wildcards):
@@ -259,23 +217,11 @@ def hef_settings():
 
 
 def hef_detector_inputs(wildcards):
-    return {"weights": SMOKE_DETECTOR} if SMOKE else {"weights": sizing_model("detector")} if SIZING else {}
+    return model_sets.built_models(config, "detector")
 
 
 def scorer_settings():
-    """The scorer as the run uses it: the configured base + adapter, or the smoke set's tiny pair (CPU, fp32)."""
-    g = config["grades"]
-    s = {"base": g["scorer"], "base_revision": g["scorer_revision"], "adapter": g["adapter"],
-         "adapter_revision": g["adapter_revision"], "precision": g["precision"], "device": g["device"],
-         "decoding": g["decoding"], "temperature": g["temperature"], "max_new_tokens": g["max_new_tokens"]}
-    if SMOKE:
-        s.update(base=f"{SMOKE_SCORER_DIR}/base", base_revision=None, adapter=f"{SMOKE_SCORER_DIR}/adapter",
-                 adapter_revision=None, precision="fp32", device="cpu",
-                 max_new_tokens=config["smoke"]["scorer_max_new_tokens"])
-    elif SIZING:
-        s.update(base=sizing_model("scorer", "base"), base_revision=None, adapter=sizing_model("scorer", "adapter"),
-                 adapter_revision=None)
-    return s
+    return model_sets.scorer(config)
 
 
 def get_grades_inputs(wildcards):
@@ -284,11 +230,7 @@ def get_grades_inputs(wildcards):
         "restyled": [f"results/restyle/{wildcards.style}/az{t}.png" for t in RESTYLE_TAGS],
         "manifest": f"results/restyle/{wildcards.style}/views.json",
     }
-    if SMOKE:
-        inputs["model"] = SMOKE_SCORER_DIR
-    elif SIZING:
-        inputs["model"] = sizing_model("scorer")
-    return inputs
+    return inputs | model_sets.built_models(config, "scorer")
 
 
 def get_grades_params(wildcards):
@@ -314,10 +256,7 @@ LORA_CHECKPOINTS = f"results/lora/checkpoints/{LORA_NAME}"
 
 
 def lora_record_settings():
-    rec = dict(config["lora"]["records"])
-    if SMOKE:
-        rec.update(count=config["lora"]["smoke"]["count"], azimuths=config["lora"]["smoke"]["azimuths"])
-    return rec
+    return model_sets.lora_records(config)
 
 
 LORA_RECORD_TAGS = [az_tag(a) for a in lora_record_settings()["azimuths"]]
@@ -336,21 +275,12 @@ def get_lora_records_params(wildcards):
     }
 
 
-def lora_generator():
-    """What the LoRA jobs take of the generator: which model, from where (not its sampling settings)."""
-    gen = generator_settings()
-    device = "cpu" if SMOKE else config["lora"]["device"]
-    return {"backend": gen["backend"], "model": gen["model"], "revision": gen["revision"], "device": device}
-
-
 def get_lora_inputs(wildcards):
     inputs = {
         "records": "results/lora/records.jsonl",
         "images": expand("results/lora/records/az{az}.png", az=LORA_RECORD_TAGS),
     }
-    if SMOKE:
-        inputs["model"] = generator_settings()["model"]
-    return inputs
+    return inputs | model_sets.built_models(config, "generator", sets=("smoke",))
 
 
 def get_lora_train_inputs(wildcards):
@@ -359,8 +289,8 @@ def get_lora_train_inputs(wildcards):
 
 def get_lora_embeddings_params(wildcards):
     return {
-        **lora_generator(),
-        "text_encoder_dtype": "fp32" if SMOKE else "bf16",
+        **model_sets.lora_generator(config),
+        "text_encoder_dtype": model_sets.lora_text_encoder_dtype(config),
         "max_sequence_length": 1024,
         "records": lora_record_settings()["count"],
         "model_set": config["model_set"],
@@ -368,15 +298,4 @@ def get_lora_embeddings_params(wildcards):
 
 
 def get_lora_train_params(wildcards):
-    lora = config["lora"]
-    train = {
-        **lora_generator(),
-        "model_set": config["model_set"],
-        **{k: lora[k] for k in ("rank", "alpha", "dropout", "target_modules", "steps", "lr", "weight_decay",
-                                "max_grad_norm", "resolution", "accumulation", "frozen_dtype", "text_encoder",
-                                "seed")},
-    }
-    if SMOKE:  # the tiny generator on the CPU at its own size, fp32 like the smoke generator
-        train.update(steps=lora["smoke"]["steps"], accumulation=lora["smoke"]["accumulation"], lr=lora["smoke"]["lr"],
-                     resolution=config["smoke"]["generator_size"], frozen_dtype="fp32")
-    return train
+    return model_sets.lora_train(config)

@@ -7,7 +7,7 @@
 
 rule probe:
     input:
-        expand("results/probe/{machine}/{component}.json", machine=config["machine"], component=["generator", "detector", "scorer"]),
+        expand("results/probe/{machine}/{component}.json", machine=config["machine"], component=probed_components()),
 
 
 rule probe_model:
@@ -21,12 +21,12 @@ rule probe_model:
     benchmark:
         "benchmarks/probe/{machine}/{component}.tsv"
     wildcard_constraints:
-        component="generator|detector|scorer",
+        component="|".join(probed_components()),
         machine="|".join(FOURLOOPS.machine_names()),
     params:
-        generator=generator_settings(),
-        detector=detector_settings(),
-        scorer=scorer_settings(),
+        component=lambda wildcards: wildcards.component,
+        # its GPU declaration's settings (fourloops.stage.Gpu): the one component this job loads
+        settings=lambda wildcards: gpu_of(wildcards.component).settings(config),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1

@@ -13,7 +13,7 @@ rule sizing_model:
     benchmark:
         "benchmarks/sizing_model/{component}.tsv"
     wildcard_constraints:
-        component="omnigen2|qwen_image_edit_plus|detector|scorer",
+        component="|".join(sizing_builds()),  # the GPU declarations' builds
     params:
         device=config["sizing"]["build_device"],
         seed=config["sizing"]["seed"],

@@ -6,9 +6,7 @@ with job(snakemake) as run:
         out=snakemake.output.record,
         machine_name=snakemake.wildcards.machine,
         component=snakemake.wildcards.component,
-        generator=snakemake.params.generator,
-        detector=snakemake.params.detector,
-        scorer=snakemake.params.scorer,
+        settings=snakemake.params.settings,
         model_set=snakemake.params.model_set,
         machine=snakemake.wildcards.machine,
     ))

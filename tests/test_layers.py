@@ -20,7 +20,7 @@ PACKAGE = "fourloops"
 LAYERS = (
     ("facts and YAML checks", {"yamlcheck", "anny_tables", "coco", "backends", "filecheck", "tables", "records",
                                "io"}),
-    ("config and machines", {"config", "machines", "card"}),
+    ("config and machines", {"config", "machines", "card", "model_sets"}),
     ("asks and preflight", {"asks", "preflight"}),
     ("stage declarations", {"stage", "stages.*"}),
     ("walls", {"walls"}),

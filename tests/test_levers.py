@@ -118,6 +118,24 @@ def test_a_larger_pod_class_is_a_lever_with_its_price(tmp_path):
     assert "pod GPU class" not in found
 
 
+def test_the_pod_classes_the_levers_offer_are_the_ones_the_executor_asks_runpod_for(tmp_path):
+    """A widened GPU type (pod.runpod.widen_gpus) is a lever only because the executor may be given it."""
+    from snakemake_executor_plugin_runpod.settings import PodSpec
+
+    def widened(d):
+        d["pod"]["small_cards"].append({"id": "NVIDIA H100 80GB HBM3", "vram_gb": 80, "secure_usd": 2.69})
+        d["pod"]["runpod"]["widen_gpus"] = ["NVIDIA H100 80GB HBM3"]
+        d["pod"]["ram_gib"] = 64.0
+
+    table = machines_copy(tmp_path, widened)
+    asked = PodSpec.from_machines(table["pod"], tmp_path / "machines.yaml").gpus
+    assert asked[-1] == "NVIDIA H100 80GB HBM3"
+    offered = [lv.name for lv in levers.find(generate_job(generator()), table, "desk").levers if lv.kind == "gpu_class"
+               and lv.fits]
+    assert offered and all(any(f"({gpu} " in name for gpu in asked) for name in offered), (offered, asked)
+    assert any("NVIDIA H100 80GB HBM3" in name for name in offered)
+
+
 def test_the_mildest_precision_that_fits_here_is_the_lever():
     job = generate_job(generator("omnigen2", "fp32"))  # the seeds' fp32: refused on the desk
     assert not walls.check_jobs([job], MACHINES, "desk").ok

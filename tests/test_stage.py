@@ -181,6 +181,146 @@ def add_toy(repo: Path) -> Path:
     return toy
 
 
+# A throwaway GPU stage: its component declared once (fourloops.stage.Gpu), in its own four files.
+LAMP_RULE = """
+rule lamp:
+    output:
+        out="results/lamp/out.json",
+        provenance="results/provenance/lamp/lamp.json",
+    log:
+        "logs/lamp/lamp.log",
+    benchmark:
+        "benchmarks/lamp/lamp.tsv"
+    params:
+        lamp=gpu_of("lamp").settings(config),
+        model_set=config["model_set"],
+        lineage=LINEAGE,
+    threads: 1
+    resources:
+        **ASKS,
+    script:
+        "../scripts/lamp.py"
+"""
+LAMP_SCRIPT = """from fourloops.io import write_json
+from fourloops.jobs import job
+
+with job(snakemake) as run:
+    write_json(snakemake.output.out, snakemake.params.lamp)
+"""
+LAMP_MODULE = '''"""A throwaway GPU stage (tests only): its component is probed and sized like the real ones."""
+import time
+from pathlib import Path
+
+from fourloops import model_sets
+from fourloops.io import read_json, write_json
+from fourloops.stage import Build, Gpu, Knob, Stage
+
+
+def settings(config):
+    s = dict(config["lamp"])
+    if config["model_set"] == "sizing":
+        s["model"] = model_sets.sizing_model("lamp")
+    return s
+
+
+def key(s):
+    return f"lamp/{s['vram_gib']:g}"
+
+
+def gpu_ask(facts, s):
+    from fourloops.asks import Ask
+
+    return Ask.of(s["vram_gib"], 1.0, source="lamp: config lamp.vram_gib", devices=("cuda",) if s["vram_gib"] else ())
+
+
+def probe_lamp(settings, memory, references, items, prompt):
+    t0 = time.perf_counter()
+    built = read_json(Path(settings["model"]) / "lamp.json")
+    rows = [{"seconds": 0.001} for _ in range(items)]
+    return time.perf_counter() - t0, {"weights_gib": None, "model": built}, [
+        {"error": None, "peak_vram_gib": None, "nvml_process_gib": None, "seconds_per_item": 0.001, "items": rows}]
+
+
+def build_lamp(out, device, texts, arch_dir):
+    write_json(Path(out) / "lamp.json", {"bulbs": 17})
+    return {"parts": {}, "classes": {"model": "lamp"}, "parameters": {"model": 17}, "save_seconds": 0.0}
+
+
+LAMP = Gpu(name="lamp", key=key, probe="fourloops.stages.lamp:probe_lamp", settings=settings, ask=gpu_ask,
+           knobs=(Knob((), "vram_gib", ("lamp", "vram_gib"), "size", values=(20.0,)),),
+           builds=(Build("lamp", "rfdetr_keypoint_preview", "fp32", builder="fourloops.stages.lamp:build_lamp"),),
+           precision=lambda s: "fp32")
+
+
+def ask(ctx, wildcards, params):
+    return LAMP.ask(ctx.facts, params["lamp"])
+
+
+STAGE = Stage(name="lamp", rules=("lamp",), profile="desk", ask=ask, knobs=LAMP.knobs_at(("lamp",)), gpus=(LAMP,))
+'''
+LAMP_SCHEMA = """description: The lamp, a throwaway GPU stage (tests only).
+type: object
+additionalProperties: false
+default: {}
+properties:
+  vram_gib:
+    description: VRAM one load of the lamp asks.
+    type: number
+    minimum: 0
+    maximum: 200
+    default: 40
+  device:
+    description: Where the lamp loads.
+    type: string
+    default: cpu
+"""
+LAMP_FILES = {"rules/lamp.smk": LAMP_RULE, "scripts/lamp.py": LAMP_SCRIPT, "src/fourloops/stages/lamp.py": LAMP_MODULE,
+              "config/schema.d/lamp.yaml": LAMP_SCHEMA}
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()
+            and "__pycache__" not in p.parts}
+
+
+def test_a_new_gpu_stage_in_its_own_files_is_refused_with_its_knob_and_probed_under_the_sizing_rules(repo_copy,
+                                                                                                       tmp_path):
+    lamp = tmp_path / "lamp-repo"
+    shutil.copytree(repo_copy, lamp, ignore=shutil.ignore_patterns("__pycache__"))
+    for rel, text in LAMP_FILES.items():
+        (lamp / rel).write_text(text)
+    # its own files and nothing else: no probe, sizing, asks, levers or common file edited
+    before, after = _tree(repo_copy), _tree(lamp)
+    assert {k for k in after if before.get(k) != after[k]} == set(LAMP_FILES)
+    # refused on the desk (40 GiB asked, 24 there): its own job and its probe, each offered its own knob
+    cmd = [FOURLOOPS, "plan", "-s", str(lamp / "Snakefile"), "--directory", str(tmp_path / "real"),
+           "results/lamp/out.json", "results/probe/desk/lamp.json"]
+    plan = subprocess.run(cmd, capture_output=True, text=True, env=copy_env(lamp), cwd=tmp_path, timeout=300)
+    out = plan.stdout + plan.stderr
+    assert plan.returncode == 2, out[-3000:]
+    for rule in ("lamp", "probe_model"):
+        block = out[out.index(f"rule {rule}, 1 job(s)"):]
+        block = block[:block.index("reaches it")]
+        assert "lamp: config lamp.vram_gib" in block, block
+        assert re.search(r"^  lamp\.vram_gib: 20\.0 +20\.00 GiB .*desk \(here\)", block, re.M), block
+    # probed under the sizing set's rules: its build made by its own builder, its probe run, its record
+    # beside the build's
+    small = tmp_path / "sizing.yaml"
+    small.write_text("lamp:\n  vram_gib: 0\nsizing:\n  build_device: cpu\n")
+    sized = tmp_path / "sized"
+    cmd = [SNAKEMAKE, "-s", str(lamp / "Snakefile"), "--profile", str(lamp / "profiles" / "sizing"),
+           "--directory", str(sized), "-c1", f"--configfile={small}", "--", "results/probe/desk/lamp.json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=copy_env(lamp), cwd=tmp_path, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert planned(proc) == ["probe_model", "sizing_model"], out[-3000:]
+    assert json.loads((sized / "models" / "sizing" / "lamp" / "lamp.json").read_text()) == {"bulbs": 17}
+    record = json.loads((sized / "results" / "probe" / "desk" / "lamp.json").read_text())
+    assert (record["component"], record["key"], record["model_set"], record["model"]) == (
+        "lamp", "lamp/0", "sizing", {"bulbs": 17})
+    assert record["sizing_model"]["component"] == "lamp" and record["sizing_model"]["parameters"] == {"model": 17}
+
+
 @contextlib.contextmanager
 def edited(path: Path, append: str):
     """`path` with a line appended, restored afterwards (the module-scoped copy serves several tests)."""

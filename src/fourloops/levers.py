@@ -40,7 +40,6 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEDULER = walls.WALL_NAMES["scheduler"]
 
 
-GENERATORS = (("job", "generator"), ("generator",))  # where a generator's config sits in params (offload)
 
 
 @dataclass(frozen=True)
@@ -220,7 +219,7 @@ def places(job: walls.PendingJob, table: dict, target: str, placement: dict | No
         return out, [], ""
     base = walls.target_for(job, table, "pod")
     cards = {c["id"]: c for c in list(pod_raw.get("small_cards") or []) + list(pod_raw.get("gpu_classes") or [])}
-    ids = [c["id"] for c in pod_raw.get("gpu_classes") or []] + list((pod_raw.get("runpod") or {}).get("widen_gpus") or [])
+    ids = machines_mod.pod_gpus(pod_raw)
     larger, sizes, unknown = [], [], []
     for gpu in ids:
         card = cards.get(gpu)
@@ -353,7 +352,7 @@ def find(job: walls.PendingJob, table: dict, target: str, placement: dict | None
     else:
         everywhere = every + larger
         stops = []
-        for knob in stage_for(job.rule).knobs:
+        for knob in stage_for(job.rule).knobs_for(job.wildcards or {}):
             holder = _lookup(job.params, knob.where)
             if not isinstance(holder, dict) or knob.key not in holder:
                 continue
@@ -364,7 +363,8 @@ def find(job: walls.PendingJob, table: dict, target: str, placement: dict | None
                 stops.append((knob, last[-1] if last else got[1]))
         from fourloops import asks
 
-        gens = [w for w in GENERATORS if isinstance(_lookup(job.params, w), dict)]
+        at = stage_for(job.rule).offload_for(job.wildcards or {})  # where its params carry a generator's settings
+        gens = [at] if at is not None and isinstance(_lookup(job.params, at), dict) else []
         offload = asks.offload_ask(facts, _lookup(job.params, gens[0]), job.ask) if gens else None
         schema_has = "offload" in (_schema_of(("generator",)).get("properties") or {})
         off = facts.get("offload") or {}

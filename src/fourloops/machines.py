@@ -29,18 +29,19 @@ class MachinesError(ValueError):
 
 @dataclass(frozen=True)
 class Machine:
+    # machines.yaml's defaults, here once (a machine, a container and a cluster's partitions leave them out alike)
     name: str
-    description: str
-    os: str
-    arch: str
-    gpu_name: str | None
-    vram_gib: float
-    ram_gib: float
-    devices: tuple[str, ...]
-    licensed: tuple[str, ...]
-    hourly_usd: float
-    busy_card_limit_gib: float
-    pages_instead_of_oom: bool
+    description: str = ""
+    os: str = "linux"
+    arch: str = "x86_64"
+    gpu_name: str | None = None
+    vram_gib: float = 0.0
+    ram_gib: float = 0.0
+    devices: tuple[str, ...] = ()
+    licensed: tuple[str, ...] = ()
+    hourly_usd: float = 0.0
+    busy_card_limit_gib: float = 2.0
+    pages_instead_of_oom: bool = False
 
     def label(self) -> str:
         gpu = f"{self.gpu_name} {self.vram_gib:g} GiB" if self.gpu_name else "no GPU"
@@ -80,6 +81,12 @@ def clusters(machines: dict) -> list[str]:
     return [n for n, raw in machines.items() if isinstance(raw, dict) and "slurm" in raw]
 
 
+def pod_gpus(pod: dict) -> tuple[str, ...]:
+    """The GPU types a pod may be given, in the order the executor asks RunPod for them: pod.gpu_classes' ids,
+    then pod.runpod.widen_gpus (the one list the executor and the levers read)."""
+    return tuple(g["id"] for g in pod.get("gpu_classes") or []) + tuple((pod.get("runpod") or {}).get("widen_gpus") or [])
+
+
 def machine(machines: dict, name: str, host: str | None = None) -> Machine:
     """The walls of machine `name`; a container inherits its host's walls and adds its licensed software."""
     if name not in machines or not isinstance(machines[name], dict):
@@ -99,14 +106,20 @@ def machine(machines: dict, name: str, host: str | None = None) -> Machine:
             hourly_usd=base.hourly_usd, busy_card_limit_gib=base.busy_card_limit_gib,
             pages_instead_of_oom=base.pages_instead_of_oom,
         )
-    gpu = raw.get("gpu") or {}
-    return Machine(
-        name=name, description=raw.get("description", ""), os=raw.get("os", "linux"), arch=raw.get("arch", "x86_64"),
-        gpu_name=gpu.get("name"), vram_gib=float(gpu.get("vram_gib", 0.0)), ram_gib=float(raw.get("ram_gib", 0.0)),
-        devices=tuple(raw.get("devices") or ()), licensed=tuple(raw.get("licensed") or ()),
-        hourly_usd=float(raw.get("hourly_usd", 0.0)), busy_card_limit_gib=float(raw.get("busy_card_limit_gib", 2.0)),
-        pages_instead_of_oom=bool(raw.get("pages_instead_of_oom", False)),
-    )
+    return Machine(name=name, **_given(raw, raw.get("gpu") or {}))
+
+
+_FIELDS = {"description": str, "os": str, "arch": str, "ram_gib": float, "hourly_usd": float,
+           "busy_card_limit_gib": float, "pages_instead_of_oom": bool}
+
+
+def _given(raw: dict, gpu: dict) -> dict:
+    """The Machine fields a machines.yaml entry gives (its card from `gpu`); the rest keep Machine's defaults."""
+    out = {k: kind(raw[k]) for k, kind in _FIELDS.items() if k in raw}
+    out.update({k: tuple(raw[k] or ()) for k in ("devices", "licensed") if k in raw})
+    if gpu:
+        out.update(gpu_name=gpu.get("name"), vram_gib=float(gpu.get("vram_gib", 0.0)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -140,14 +153,11 @@ def cluster(table: dict, name: str) -> Cluster:
     parts = []
     for pname, p in slurm["partitions"].items():
         gpu = p.get("gpu") or {}
-        m = Machine(
-            name=f"{name}/{pname}", description=f"partition {pname} of {raw['description']}",
-            os=raw.get("os", "linux"), arch=raw.get("arch", "x86_64"), gpu_name=gpu.get("name"),
-            vram_gib=float(gpu.get("vram_gib", 0.0)), ram_gib=float(p["ram_gib"]),
-            devices=tuple(sorted(set(p.get("devices") or ()) | ({"cuda"} if gpu else set()))),
-            licensed=tuple(p.get("licensed") or ()), hourly_usd=0.0,
-            busy_card_limit_gib=float(raw.get("busy_card_limit_gib", 2.0)), pages_instead_of_oom=False,
-        )
+        # the cluster's os, arch and guard limit; the partition's memory, card, devices and licences; no price
+        m = Machine(**{**_given({k: raw[k] for k in ("os", "arch", "busy_card_limit_gib") if k in raw}, gpu),
+                       **_given({k: p[k] for k in ("ram_gib", "licensed") if k in p}, {}),
+                       "name": f"{name}/{pname}", "description": f"partition {pname} of {raw['description']}",
+                       "devices": tuple(sorted(set(p.get("devices") or ()) | ({"cuda"} if gpu else set())))})
         parts.append(Partition(pname, m, gpu.get("model"), gpu.get("constraint"), float(p["time_limit_min"])))
     default = slurm.get("default_partition")
     if default is not None and default not in slurm["partitions"]:

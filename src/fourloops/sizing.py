@@ -347,14 +347,16 @@ _BUILDERS = {"omnigen2": _omnigen2, "qwen_image_edit_plus": _qwen_image_edit_plu
 
 
 def build(component: str, out_dir: str | Path, device: str = "cpu", *, seed: int = 0, texts=None,
-          arch_dir: str | Path | None = None) -> dict:
+          arch_dir: str | Path | None = None, builder=None) -> dict:
     """Build the sizing model of `component` into `out_dir` (random weights, fixed seed, on `device`).
 
     The directory is written beside its final place and renamed into it, so a killed build leaves no complete
-    directory. Returns the record written to `out_dir/sizing.json`: classes, parameters, bytes on disk, seconds."""
+    directory. Returns the record written to `out_dir/sizing.json`: classes, parameters, bytes on disk, seconds.
+    `builder`: a stage's own (its GPU declaration's Build.builder), returning what ours return plus the names of
+    its "architectures" in config/architectures/ (none: it reads none); None: ours for `component`."""
     import torch
 
-    if component not in COMPONENTS:
+    if builder is None and component not in COMPONENTS:
         raise SizingError(f"sizing component = {component!r}; allowed: one of {list(COMPONENTS)}")
     if not str(device) in ("cpu",) and not str(device).startswith("cuda"):
         raise SizingError(f"device = {device!r}; allowed: cpu, cuda or cuda:N")
@@ -366,8 +368,9 @@ def build(component: str, out_dir: str | Path, device: str = "cpu", *, seed: int
     t0 = time.perf_counter()
     with io.atomic_dir(out) as tmp, torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
-        made = _BUILDERS[component](Path(tmp), str(device), texts, arch_dir)
+        made = (builder or _BUILDERS[component])(Path(tmp), str(device), texts, arch_dir)
         parts = made.pop("parts")
+        arch_names = tuple(made.pop("architectures", ())) if builder is not None else COMPONENTS[component]
         record = {
             "model_set": MODEL_SET, "component": component, "device": str(device), "seed": int(seed),
             "built_by": "fourloops.sizing.build",
@@ -376,7 +379,7 @@ def build(component: str, out_dir: str | Path, device: str = "cpu", *, seed: int
             "parameters": made.pop("parameters", None) or {k: parameter_count(m) for k, m in parts.items()},
             "dtypes": {k: str(next(m.parameters()).dtype).replace("torch.", "") for k, m in parts.items()},
             "architectures": {n: {"source": (a := architecture(n, arch_dir))["source"], "sha256": a["sha256"]}
-                              for n in COMPONENTS[component]},
+                              for n in arch_names},
             **made,
         }
         del parts

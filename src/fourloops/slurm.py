@@ -97,11 +97,8 @@ def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str, desk_nam
         closest = min(c.partitions, key=lambda q: (sum(not r.ok for r in rows(job, q)), tuple(-x for x in _size(q)[:3])))
         where[job.output] = "refused"
         checked.append((job, rows(job, closest)))
-    as_machine = Machine(
-        name=c.name, description=c.description + "; no partition fits", os="", arch="", gpu_name=None,
-        vram_gib=0.0, ram_gib=0.0, devices=(), licensed=(), hourly_usd=0.0, busy_card_limit_gib=0.0,
-        pages_instead_of_oom=False,
-    )
+    as_machine = Machine(name=c.name, description=c.description + "; no partition fits", os="", arch="",
+                         busy_card_limit_gib=0.0)
     placed = Placed(c, desk, where, walls.Verdict(as_machine, checked))
     placed.verdict.placed = placed  # how smk and the plan tell a cluster's verdict from a machine's
     return placed

@@ -14,7 +14,7 @@ LINEAGE = False  # where and whether a job runs, never what it writes: not in an
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
 from fourloops.machines import PROFILE_TAGS
@@ -48,6 +48,65 @@ class Knob:
 
 
 @dataclass(frozen=True)
+class Build:
+    """One model of the sizing set: models/sizing/<name>, the real shape with random weights (rules/sizing.smk)."""
+
+    name: str
+    model: str  # the models.yaml model whose weights the build holds on its device before saving them
+    dtype: str = "bf16"
+    # "module:function" (out_dir, device, texts, arch_dir) -> record; None: fourloops.sizing's own builder
+    builder: str | None = None
+
+
+def _precision(settings: dict) -> str:
+    return str(settings["precision"])
+
+
+def _resolution(settings: dict) -> int | None:
+    return int(settings["resolution"]) if "resolution" in settings else None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU component, declared once by the stage whose jobs load it: what the probe rule measures
+    (results/probe/<machine>/<name>.json), what the sizing set builds for it, the key its measurements stand
+    under, what one load asks, and the knobs a lever may turn. The probe rule, the sizing rule and the
+    levers read it here; callables named "module:function" are imported only by the job that runs them."""
+
+    name: str
+    key: "Callable[[dict], str]"  # settings -> its models.yaml key (what a probe record measures)
+    probe: str  # "module:function" (settings, memory, references, items, prompt) -> (load s, about, configs)
+    # the run's config -> its settings (the smoke and sizing sets' stand-ins included); None: probed by the
+    # benches only (bench/sizing_gpu.py), not by the probe rule
+    settings: "Callable[[dict], dict] | None" = None
+    ask: "Callable[[dict, dict], Ask] | None" = None  # (facts, settings) -> a probe job's ask
+    needs: "Callable[[dict, str], list[Need]] | None" = None  # (settings, rule) -> what a real run needs
+    knobs: tuple[Knob, ...] = ()  # `where` inside the settings mapping
+    builds: tuple[Build, ...] = ()  # the sizing set's models of this component
+    build_of: "Callable[[dict], str] | None" = None  # settings -> the build it loads; None: its only build
+    model_at: str = "model"  # the settings key naming where its model is (the sizing record sits beside it)
+    precision: "Callable[[dict], str]" = _precision
+    resolution: "Callable[[dict], int | None]" = _resolution
+    smoke_inputs: "Callable[[dict], dict] | None" = None  # config -> the smoke set's built models it reads
+    offload: bool = False  # its weights may stream from the host (a lever: fourloops.asks.offload_ask)
+
+    def __post_init__(self):
+        if self.settings is not None and self.ask is None:
+            raise ValueError(f"GPU component {self.name}: the probe rule runs it (settings given) but it has no ask")
+        if self.build_of is None and len(self.builds) > 1:
+            raise ValueError(f"GPU component {self.name}: {len(self.builds)} sizing builds and no build_of to choose")
+
+    def knobs_at(self, where: tuple[str, ...]) -> tuple[Knob, ...]:
+        """Its knobs as a rule's params carry its settings at `where`."""
+        return tuple(replace(k, where=tuple(where) + k.where) for k in self.knobs)
+
+    def build_for(self, settings: dict) -> str | None:
+        if self.build_of is not None:
+            return self.build_of(settings)
+        return self.builds[0].name if self.builds else None
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str
     rules: tuple[str, ...]
@@ -65,6 +124,13 @@ class Stage:
     profile_of: "Callable[[dict], str] | None" = None
     # the config knobs a refused job's levers turn, in the order they are offered (the stage's own first)
     knobs: tuple[Knob, ...] = ()
+    # wildcards -> the knobs of that job, where they depend on it (the probe: its component's); else `knobs`
+    knobs_of: "Callable[[dict], tuple[Knob, ...]] | None" = None
+    # wildcards -> where the params carry the settings of a generator whose weights may stream from the host
+    # (the offload lever), or None
+    offload_at: "Callable[[dict], tuple[str, ...] | None] | None" = None
+    # the GPU components this stage's jobs load, declared here once (the probe and sizing rules read them)
+    gpus: tuple[Gpu, ...] = ()
     module: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -72,7 +138,7 @@ class Stage:
             raise ValueError(f"stage {self.name}: profile = {self.profile!r}; allowed: one of {list(PROFILE_TAGS)}")
         if not self.rules:
             raise ValueError(f"stage {self.name}: names no rule")
-        if self.knobs and self.ask is None:
+        if (self.knobs or self.knobs_of) and self.ask is None:
             raise ValueError(f"stage {self.name}: declares knobs but no ask to re-ask them through")
 
     def ask_for(self, ctx: AskContext, wildcards: dict, params: dict) -> "Ask":
@@ -89,6 +155,12 @@ class Stage:
         if tag not in PROFILE_TAGS:
             raise ValueError(f"stage {self.name}: profile = {tag!r} from the config; allowed: one of {list(PROFILE_TAGS)}")
         return tag
+
+    def knobs_for(self, wildcards: dict) -> tuple[Knob, ...]:
+        return tuple(self.knobs_of(wildcards)) if self.knobs_of is not None else self.knobs
+
+    def offload_for(self, wildcards: dict) -> tuple[str, ...] | None:
+        return self.offload_at(wildcards) if self.offload_at is not None else None
 
     def needs_for(self, params: dict) -> "list[Need]":
         return list(self.needs(params)) if self.needs else []
@@ -146,3 +218,44 @@ def stages() -> list[Stage]:
             seen.add(stage.name)
             out.append(stage)
     return out
+
+
+def gpus() -> dict[str, Gpu]:
+    """Component name -> its GPU declaration, from every stage (a name declared twice is refused)."""
+    out: dict[str, Gpu] = {}
+    for stage in stages():
+        for g in stage.gpus:
+            if g.name in out:
+                raise ValueError(f"GPU component {g.name} is declared twice: by stage {out[g.name][1]} and {stage.name}")
+            out[g.name] = (g, stage.name)
+    return {name: g for name, (g, _) in out.items()}
+
+
+def gpu(name: str) -> Gpu:
+    found = gpus()
+    if name not in found:
+        raise LookupError(f"GPU component {name!r} has no declaration; allowed: one of {sorted(found)} (a stage "
+                          "declares its own with `Stage(gpus=(Gpu(name=...),))`)")
+    return found[name]
+
+
+def probed() -> list[str]:
+    """The components the probe rule measures, in declaration order."""
+    return [name for name, g in gpus().items() if g.settings is not None]
+
+
+def builds() -> dict[str, Build]:
+    """Sizing build name -> its declaration, over every GPU component."""
+    out: dict[str, Build] = {}
+    for g in gpus().values():
+        for b in g.builds:
+            if b.name in out:
+                raise ValueError(f"sizing build {b.name} is declared twice (component {g.name})")
+            out[b.name] = b
+    return out
+
+
+def load(dotted: str):
+    """The function a declaration names as "module:function"."""
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)

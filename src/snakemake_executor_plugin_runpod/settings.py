@@ -194,7 +194,8 @@ class PodSpec:
         classes = pod.get("gpu_classes")
         if not isinstance(classes, list) or not all(isinstance(g, dict) and isinstance(g.get("id"), str) for g in classes):
             raise SettingsError(f"{path}: pod.gpu_classes = {classes!r} is not allowed: expected a list of {{id: <GPU type>, ...}}")
-        gpus = tuple(g["id"] for g in classes) + strings("widen_gpus", rp.get("widen_gpus") or [], "a list of GPU type ids")
+        strings("widen_gpus", rp.get("widen_gpus") or [], "a list of GPU type ids")
+        gpus = machines.pod_gpus(pod)
         if not gpus:
             raise SettingsError(f"{path}: pod.gpu_classes and pod.runpod.widen_gpus list no GPU type: expected at least one")
         clouds = strings("cloud_types", rp.get("cloud_types", list(CLOUD_TYPES)),

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from fourloops.card import check_card
 from fourloops.io import write_json
-from fourloops.stage import AskContext, Knob, Stage
+from fourloops import model_sets
+from fourloops.stage import AskContext, Build, Gpu, Knob, Stage
 
 STAGING_PREFIX = ".views-partial-"
 
@@ -176,9 +177,35 @@ def measures(record: dict) -> str | None:
     return None
 
 
+# The generator, declared once: the probe rule, the sizing set and the levers read it (fourloops.stage.Gpu).
+def _generator_key(settings: dict) -> str:
+    from fourloops.asks import generator_key
+
+    return generator_key(settings)
+
+
+def _generator_ask(facts: dict, settings: dict):
+    from fourloops.asks import generator_ask
+
+    return generator_ask(facts, settings, measured=None)
+
+
+def _generator_needs(settings: dict, rule: str) -> list:
+    from fourloops.preflight import generator_needs
+
+    return generator_needs(settings, rule)
+
+
+GENERATOR = Gpu(
+    name="generator", key=_generator_key, probe="fourloops.stages.probe:_probe_generator",
+    settings=model_sets.generator, ask=_generator_ask, needs=_generator_needs,
+    knobs=(Knob((), "precision", ("generator", "precision"), "precision"), Knob((), "size", ("generator", "size"), "size")),
+    builds=(Build("omnigen2", "omnigen2"), Build("qwen_image_edit_plus", "qwen_image_edit_plus")),
+    build_of=lambda s: s["backend"], resolution=lambda s: int(s["size"]),
+    smoke_inputs=lambda config: model_sets.built_models(config, "generator"), offload=True)
 # The generator's knobs, as a generate or restyle job's params carry them.
-GENERATOR_KNOBS = (Knob(("job", "generator"), "precision", ("generator", "precision"), "precision"),
-                   Knob(("job", "generator"), "size", ("generator", "size"), "size"))
+GENERATOR_KNOBS = GENERATOR.knobs_at(("job", "generator"))
 
 STAGE = Stage(name="generate", rules=("generate",), profile="pod", ask=ask, needs=needs, measures=measures,
-              keep_last_good=True, knobs=GENERATOR_KNOBS)
+              keep_last_good=True, knobs=GENERATOR_KNOBS, gpus=(GENERATOR,),
+              offload_at=lambda wildcards: ("job", "generator"))

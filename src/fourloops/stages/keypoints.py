@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fourloops.card import check_card
 from fourloops.io import write_json
-from fourloops.stage import AskContext, Knob, Stage
+from fourloops import model_sets
+from fourloops.stage import AskContext, Build, Gpu, Knob, Stage
 
 
 def keypoints_stage(
@@ -62,5 +63,25 @@ def measures(record: dict) -> str | None:
     return detector_key(det) if isinstance(det, dict) and "resolution" in det else None
 
 
+def _detector_key(settings: dict) -> str:
+    from fourloops.asks import detector_key
+
+    return detector_key(settings)
+
+
+def _detector_ask(facts: dict, settings: dict):
+    from fourloops.asks import detector_ask
+
+    return detector_ask(facts, settings, measured=None)
+
+
+# The detector, declared once: the probe rule, the sizing set and the levers read it (fourloops.stage.Gpu).
+DETECTOR = Gpu(
+    name="detector", key=_detector_key, probe="fourloops.stages.probe:_probe_detector",
+    settings=model_sets.detector, ask=_detector_ask, needs=detector_needs,
+    knobs=(Knob((), "resolution", ("keypoints", "resolution"), "size"),),
+    builds=(Build("detector", "rfdetr_keypoint_preview", "fp32"),), model_at="weights", precision=lambda s: "fp32",
+    smoke_inputs=lambda config: model_sets.built_models(config, "detector"))
+
 STAGE = Stage(name="keypoints", rules=("keypoints", "keypoints_generated", "keypoints_restyled"), profile="desk", ask=ask, needs=needs,
-              measures=measures, knobs=(Knob(("detector",), "resolution", ("keypoints", "resolution"), "size"),))
+              measures=measures, knobs=DETECTOR.knobs_at(("detector",)), gpus=(DETECTOR,))

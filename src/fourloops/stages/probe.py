@@ -23,8 +23,7 @@ import time
 from typing import Callable
 
 from fourloops.io import write_json
-from fourloops.stage import AskContext, Knob, Stage
-from fourloops.stages.keypoints import detector_needs
+from fourloops.stage import AskContext, Gpu, Stage
 
 GIB = 2**30
 DEFAULT_PROMPT = "The same person in the same pose, seen from a camera orbited to 45 degrees around them."
@@ -297,33 +296,18 @@ def _probe_lora_step(s: dict, memory: _Memory, references, items: int, prompt: s
     return load_s, about, [config]
 
 
-# component -> its probe
-PROBES: dict[str, Callable] = {"generator": _probe_generator, "detector": _probe_detector, "scorer": _probe_scorer,
-                               "lora_step": _probe_lora_step}
+def _gpu(component: str):
+    from fourloops.stage import gpu, gpus
+
+    try:
+        return gpu(component)
+    except LookupError:
+        raise ProbeError(f"no probe for component {component!r} yet; allowed: one of {list(gpus())} (a stage "
+                         "declares its own with `Stage(gpus=(Gpu(name=..., probe=...),))`)") from None
 
 
 def probe_key(component: str, settings: dict) -> str:
-    from fourloops import asks
-
-    if component == "generator":
-        return asks.generator_key(settings)
-    if component == "detector":
-        return asks.detector_key(settings)
-    if component == "scorer":
-        return asks.scorer_key(settings)
-    if component == "lora_step":
-        return asks.lora_key(settings)
-    raise ProbeError(f"component = {component!r}; allowed: one of {list(PROBES)}")
-
-
-def _precision(component: str, s: dict) -> str:
-    return "fp32" if component == "detector" else str(s["frozen_dtype"]) if component == "lora_step" else \
-        str(s["precision"])
-
-
-def _resolution(component: str, s: dict) -> int | None:
-    return int(s["size"]) if component == "generator" else int(s["resolution"]) if component in (
-        "detector", "lora_step") else int(s.get("image_size", 512))
+    return _gpu(component).key(settings)
 
 
 def probe(component: str, settings: dict, *, machine_name: str, model_set: str, out: str | None = None,
@@ -333,9 +317,9 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
     (written to `out` when given). `guard_machine`: refuse a card others hold beyond that machine's limit."""
     from fourloops import provenance
 
-    if component not in PROBES:
-        raise ProbeError(f"no probe for component {component!r} yet; allowed: one of {list(PROBES)} "
-                         "(a new one registers its function in fourloops.stages.probe.PROBES)")
+    from fourloops.stage import load
+
+    declared = _gpu(component)
     if isinstance(items, bool) or int(items) < 1:
         raise ProbeError(f"items = {items!r}; allowed: an int >= 1")
     refs = [int(r) for r in references]
@@ -348,20 +332,20 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
         check_card(device, guard_machine)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     memory = _Memory(device)
-    load_s, about, configs = PROBES[component](settings, memory, refs, int(items), prompt)
+    load_s, about, configs = load(declared.probe)(settings, memory, refs, int(items), prompt)
     gpu = provenance.gpu_info()
     ok = [c for c in configs if not c["error"]]
     complete = len(ok) == len(configs)
     peaks = [c["peak_vram_gib"] for c in ok if c["peak_vram_gib"] is not None]
-    sizing_record = _sizing_record(component, settings)
+    sizing_record = _sizing_record(settings.get(declared.model_at))
     record = {
         "machine_name": machine_name,
         "component": component,
         "model_set": model_set,
-        "key": probe_key(component, settings),
+        "key": declared.key(settings),
         "device": device,
-        "precision": _precision(component, settings),
-        "resolution": _resolution(component, settings),
+        "precision": declared.precision(settings),
+        "resolution": declared.resolution(settings),
         "started": started,
         "load_seconds": round(load_s, 3),
         # what the wall check reads: the largest peak over the configurations (None when one failed: a partial
@@ -409,14 +393,12 @@ def _torch_cuda() -> dict:
             "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 
 
-def _sizing_record(component: str, s: dict) -> dict | None:
-    """The sizing set's build record beside the model (random weights: the record says so), else None."""
+def _sizing_record(where: str | None) -> dict | None:
+    """The sizing set's build record beside the model at `where` (random weights: the record says so), else None."""
     from pathlib import Path
 
     from fourloops.io import read_json
 
-    where = {"generator": s.get("model"), "detector": s.get("weights"), "scorer": s.get("base"),
-             "lora_step": s.get("model")}.get(component)
     if not where:
         return None
     p = Path(os.path.expanduser(str(where)))
@@ -428,12 +410,9 @@ def _sizing_record(component: str, s: dict) -> dict | None:
     return None
 
 
-def probe_stage(out: str, machine_name: str, component: str, generator: dict, detector: dict, model_set: str,
-                machine: str = "desk", scorer: dict | None = None) -> dict:
+def probe_stage(out: str, machine_name: str, component: str, settings: dict, model_set: str,
+                machine: str = "desk") -> dict:
     """The probe rule's job: the configured model of `component` on this machine (scripts/probe.py)."""
-    settings = {"generator": generator, "detector": detector, "scorer": scorer}[component]
-    if settings is None:
-        raise ProbeError(f"component {component!r}: no settings given")
     record = probe(component, settings, machine_name=machine_name, model_set=model_set, out=out,
                    guard_machine=machine)
     return {"probe": {k: record[k] for k in ("key", "load_seconds", "pass_seconds", "peak_vram_gib", "complete")},
@@ -446,22 +425,30 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
     if params["model_set"] == "smoke":  # the tiny models on the CPU
         return asks.stage_ask(ctx.facts, "smoke_generate")
-    component = wildcards["component"]
-    if component == "generator":
-        return asks.generator_ask(ctx.facts, params["generator"], measured=None)
-    if component == "scorer":
-        return asks.scorer_ask(ctx.facts, params["scorer"], measured=None)
-    return asks.detector_ask(ctx.facts, params["detector"], measured=None)
+    return _gpu(wildcards["component"]).ask(ctx.facts, params["settings"])
 
 
 def needs(params: dict) -> list:
-    from fourloops.preflight import generator_needs
+    gpu = _gpu(params["component"])
+    return list(gpu.needs(params["settings"], "probe_model")) if gpu.needs else []
 
-    return generator_needs(params["generator"], "probe_model") + detector_needs(params["detector"], "probe_model")
+
+def knobs(wildcards: dict) -> tuple:
+    """The probed component's own knobs, as the job's params carry its settings."""
+    return _gpu(wildcards["component"]).knobs_at(("settings",))
 
 
-STAGE = Stage(name="probe", rules=("probe_model",), profile="desk", ask=ask, needs=needs, knobs=(
-    Knob(("generator",), "precision", ("generator", "precision"), "precision"),
-    Knob(("generator",), "size", ("generator", "size"), "size"),
-    Knob(("detector",), "resolution", ("keypoints", "resolution"), "size"),
-))
+# lora_step: one optimizer step of the LoRA's training, measured by bench/sizing_gpu.py with a lora_train job's
+# settings (no probe rule job: its settings are a training job's, not a component's)
+def _lora_key(settings: dict) -> str:
+    from fourloops.asks import lora_key
+
+    return lora_key(settings)
+
+
+LORA_STEP = Gpu(name="lora_step", key=_lora_key,
+                probe="fourloops.stages.probe:_probe_lora_step", precision=lambda s: str(s["frozen_dtype"]))
+
+STAGE = Stage(name="probe", rules=("probe_model",), profile="desk", ask=ask, needs=needs, knobs_of=knobs,
+              offload_at=lambda wildcards: ("settings",) if _gpu(wildcards["component"]).offload else None,
+              gpus=(LORA_STEP,))

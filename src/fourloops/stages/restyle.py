@@ -46,4 +46,5 @@ def needs(params: dict) -> list:
 
 
 STAGE = Stage(name="restyle", rules=("restyle",), profile="pod", ask=ask, needs=needs, measures=measures,
-              keep_last_good=True, knobs=GENERATOR_KNOBS)
+              keep_last_good=True, knobs=GENERATOR_KNOBS,
+              offload_at=lambda wildcards: ("job", "generator"))

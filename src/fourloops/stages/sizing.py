@@ -3,11 +3,7 @@ there is one), from config/architectures/, saved with save_pretrained for the re
 
 from __future__ import annotations
 
-from fourloops.stage import AskContext, Stage
-
-# component -> the models.yaml model whose weights the build holds on its device before saving them
-FACTS = {"omnigen2": "omnigen2", "qwen_image_edit_plus": "qwen_image_edit_plus", "detector": "rfdetr_keypoint_preview",
-         "scorer": "qwen3_vl_8b"}
+from fourloops.stage import AskContext, Stage, builds, load
 
 
 def sizing_model_stage(component: str, out_dir: str, device: str, seed: int, texts: list[str], model_set: str) -> dict:
@@ -15,9 +11,10 @@ def sizing_model_stage(component: str, out_dir: str, device: str, seed: int, tex
 
     if model_set != MODEL_SET:
         raise SizingError(f"model_set = {model_set!r}: the sizing models are built for model_set {MODEL_SET!r} only")
-    record = build(component, out_dir, device, seed=int(seed), texts=list(texts))
-    precision = "fp32" if component == "detector" else "bf16"
-    return {"seed": int(seed), "precision": precision, "sizing_model": record}
+    declared = builds()[component]  # the GPU declaration's build (fourloops.stage.Build)
+    builder = load(declared.builder) if declared.builder else None
+    record = build(component, out_dir, device, seed=int(seed), texts=list(texts), builder=builder)
+    return {"seed": int(seed), "precision": declared.dtype, "sizing_model": record}
 
 
 # ------------------------------------------------------------------------------------ declaration
@@ -25,9 +22,9 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
     """Every component of the model on the build device at its dtype on disk, then one shard at a time on the host."""
     from fourloops import asks
 
-    name = FACTS[wildcards["component"]]
+    declared = builds()[wildcards["component"]]
+    name, dtype = declared.model, declared.dtype
     model = ctx.facts["models"][name]
-    dtype = "fp32" if wildcards["component"] == "detector" else "bf16"
     gib = sum(asks.component_gib(ctx.facts, model, c, dtype) for c in model["components"])
     host = float(ctx.facts["stages"]["generate_host_gib"])
     source = f"estimate: {name} random weights at {dtype} {gib:.2f} GiB"

@@ -1,0 +1,111 @@
+"""The smoke and sizing sets' stand-ins: a component's settings as the run uses it (rules/common.smk, the GPU
+declarations). smoke: the tiny models the workflow builds, on the CPU; sizing: the configured models' random-weight
+copies at the real shape (models/sizing/<build>); real: the config as written. Plain functions of the config,
+testable without Snakemake."""
+
+from __future__ import annotations
+
+# The settings these return are a job's params, so a change shows there; the code is no part of any output.
+LINEAGE = False
+
+import os
+
+SMOKE_GENERATOR_DIR = "models/smoke/generator-{backend}"
+SMOKE_DETECTOR = "models/smoke/rfdetr-keypoint.pth"
+SMOKE_SCORER_DIR = "models/smoke/scorer"
+SIZING_DIR = "models/sizing/{component}"  # fourloops.sizing.build writes each one; the real loaders read it
+
+
+def sizing_model(component: str, inner: str = "") -> str:
+    return os.path.join(SIZING_DIR.format(component=component), inner) if inner else SIZING_DIR.format(component=component)
+
+
+def generator(config: dict) -> dict:
+    """The generator as the run uses it: the configured one, or its smoke stand-in."""
+    gen = dict(config["generator"])
+    if config["model_set"] == "smoke":
+        backend = config["smoke"]["generator_backend"]
+        gen.update(backend=backend, model=SMOKE_GENERATOR_DIR.format(backend=backend), revision=None, precision="fp32",
+                   device="cpu", steps=config["smoke"]["generator_steps"], size=config["smoke"]["generator_size"])
+    elif config["model_set"] == "sizing":  # the configured generator, its random-weight copy at the real shape
+        gen.update(model=sizing_model(gen["backend"]), revision=None)
+    return gen
+
+
+def detector(config: dict) -> dict:
+    det = dict(config["keypoints"])
+    if config["model_set"] == "smoke":
+        det.update(weights=SMOKE_DETECTOR, device="cpu", resolution=config["smoke"]["keypoints_resolution"])
+        if config["smoke"]["ask_card"]:
+            det["ask_card"] = True
+    elif config["model_set"] == "sizing":
+        det["weights"] = sizing_model("detector", "rfdetr-keypoint.pth")
+    else:
+        det["weights"] = os.path.expanduser(det["weights"])
+    return det
+
+
+def scorer(config: dict) -> dict:
+    """The scorer as the run uses it: the configured base + adapter, or the smoke set's tiny pair (CPU, fp32)."""
+    g = config["grades"]
+    s = {"base": g["scorer"], "base_revision": g["scorer_revision"], "adapter": g["adapter"],
+         "adapter_revision": g["adapter_revision"], "precision": g["precision"], "device": g["device"],
+         "decoding": g["decoding"], "temperature": g["temperature"], "max_new_tokens": g["max_new_tokens"]}
+    if config["model_set"] == "smoke":
+        s.update(base=f"{SMOKE_SCORER_DIR}/base", base_revision=None, adapter=f"{SMOKE_SCORER_DIR}/adapter",
+                 adapter_revision=None, precision="fp32", device="cpu",
+                 max_new_tokens=config["smoke"]["scorer_max_new_tokens"])
+    elif config["model_set"] == "sizing":
+        s.update(base=sizing_model("scorer", "base"), base_revision=None, adapter=sizing_model("scorer", "adapter"),
+                 adapter_revision=None)
+    return s
+
+
+def built_models(config: dict, component: str, sets: tuple[str, ...] = ("smoke", "sizing")) -> dict:
+    """The models of the smoke or sizing set a job loading `component` reads, as its inputs (the workflow builds
+    them: rules/models.smk, rules/sizing.smk); {} on the real set, whose weights live in the HF cache (the
+    preflight checks them), and for a set not in `sets`."""
+    model_set = config["model_set"]
+    if model_set not in sets or model_set not in ("smoke", "sizing"):
+        return {}
+    if component == "generator":
+        return {"model": generator(config)["model"]}
+    if component == "detector":
+        return {"weights": SMOKE_DETECTOR if model_set == "smoke" else sizing_model("detector")}
+    if component == "scorer":
+        return {"model": SMOKE_SCORER_DIR if model_set == "smoke" else sizing_model("scorer")}
+    raise ValueError(f"component = {component!r}; allowed: generator, detector, scorer")
+
+
+def lora_records(config: dict) -> dict:
+    """The LoRA's training records: the configured ones, or the smoke set's few."""
+    rec = dict(config["lora"]["records"])
+    if config["model_set"] == "smoke":
+        rec.update(count=config["lora"]["smoke"]["count"], azimuths=config["lora"]["smoke"]["azimuths"])
+    return rec
+
+
+def lora_generator(config: dict) -> dict:
+    """What the LoRA jobs take of the generator: which model, from where (not its sampling settings)."""
+    gen = generator(config)
+    device = "cpu" if config["model_set"] == "smoke" else config["lora"]["device"]
+    return {"backend": gen["backend"], "model": gen["model"], "revision": gen["revision"], "device": device}
+
+
+def lora_text_encoder_dtype(config: dict) -> str:
+    return "fp32" if config["model_set"] == "smoke" else "bf16"
+
+
+TRAIN_KEYS = ("rank", "alpha", "dropout", "target_modules", "steps", "lr", "weight_decay", "max_grad_norm",
+              "resolution", "accumulation", "frozen_dtype", "text_encoder", "seed")
+
+
+def lora_train(config: dict) -> dict:
+    """The LoRA training job's settings: the configured ones, or the tiny generator's on the CPU at its own size,
+    fp32 like the smoke generator."""
+    lora = config["lora"]
+    train = {**lora_generator(config), "model_set": config["model_set"], **{k: lora[k] for k in TRAIN_KEYS}}
+    if config["model_set"] == "smoke":
+        train.update(steps=lora["smoke"]["steps"], accumulation=lora["smoke"]["accumulation"], lr=lora["smoke"]["lr"],
+                     resolution=config["smoke"]["generator_size"], frozen_dtype="fp32")
+    return train

@@ -1,0 +1,94 @@
+"""The smoke and sizing sets' stand-ins (fourloops.model_sets), without Snakemake: the smoke set loads only the
+tiny models the workflow builds, on the CPU; the sizing set loads the declared random-weight builds with the
+configured precision; the real set loads what the config names, and reads no built model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+from fourloops import model_sets
+from fourloops.backends import BACKENDS, SMOKE_BACKENDS
+from fourloops.config import check_config, schema_with_slices
+from fourloops.stage import builds
+
+COMPONENTS = ("generator", "detector", "scorer")
+
+
+@pytest.fixture(scope="module")
+def configs(tmp_path_factory) -> dict[str, dict]:
+    """The shipped config, defaults filled by the schema check, per model set."""
+    from snakemake.utils import validate
+
+    schema = tmp_path_factory.mktemp("schema") / "schema.yaml"
+    schema.write_text(yaml.safe_dump(schema_with_slices(REPO / "config" / "schema.yaml", REPO / "config" / "schema.d")))
+    out = {}
+    for model_set in ("smoke", "sizing", "real"):
+        config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+        config["model_set"] = model_set
+        check_config(config, schema, BACKENDS, SMOKE_BACKENDS, lambda c, p: validate(c, p))
+        out[model_set] = config
+    return out
+
+
+def _settings(config: dict) -> dict[str, dict]:
+    return {"generator": model_sets.generator(config), "detector": model_sets.detector(config),
+            "scorer": model_sets.scorer(config), "lora_train": model_sets.lora_train(config)}
+
+
+def _model_paths(s: dict) -> list[str]:
+    return [s[k] for k in ("model", "weights", "base", "adapter") if k in s]
+
+
+def test_the_smoke_set_loads_only_the_built_tiny_models_on_the_cpu(configs):
+    config = configs["smoke"]
+    for name, s in _settings(config).items():
+        assert s["device"] == "cpu", name
+        assert all(p.startswith("models/smoke/") for p in _model_paths(s)), (name, s)
+        assert s.get("revision") is None and s.get("base_revision") is None, name
+    settings = _settings(config)
+    assert settings["generator"]["precision"] == settings["scorer"]["precision"] == "fp32"
+    assert settings["generator"]["backend"] in SMOKE_BACKENDS
+    assert settings["lora_train"]["frozen_dtype"] == "fp32" and model_sets.lora_text_encoder_dtype(config) == "fp32"
+    assert settings["lora_train"]["steps"] == config["lora"]["smoke"]["steps"]
+    assert model_sets.lora_records(config)["count"] == config["lora"]["smoke"]["count"]
+    for component in COMPONENTS:  # a job reads the model it loads, so a rebuilt one makes it stale
+        assert set(model_sets.built_models(config, component).values()) <= set(_model_paths(settings[component]) +
+                                                                            [model_sets.SMOKE_SCORER_DIR])
+
+
+def test_the_sizing_set_loads_the_declared_builds_at_the_configured_precision(configs):
+    config = configs["sizing"]
+    declared = set(builds())
+    settings = _settings(config)
+    for component in COMPONENTS:
+        s = settings[component]
+        for path in _model_paths(s):
+            parts = Path(path).parts
+            assert parts[:2] == ("models", "sizing") and parts[2] in declared, (component, path)
+        assert s.get("revision") is None and s.get("base_revision") is None
+        built = model_sets.built_models(config, component)
+        assert len(built) == 1 and Path(next(iter(built.values()))).parts[2] in declared
+    assert settings["generator"]["precision"] == config["generator"]["precision"]
+    assert settings["scorer"]["precision"] == config["grades"]["precision"]
+    assert settings["detector"]["device"] == config["keypoints"]["device"]
+    assert model_sets.lora_records(config) == config["lora"]["records"]
+
+
+def test_the_real_set_loads_what_the_config_names_and_reads_no_built_model(configs):
+    config = configs["real"]
+    settings = _settings(config)
+    assert settings["generator"] == config["generator"]
+    assert settings["scorer"]["base"] == config["grades"]["scorer"]
+    assert settings["scorer"]["adapter_revision"] == config["grades"]["adapter_revision"]
+    assert "~" not in settings["detector"]["weights"]
+    assert settings["lora_train"]["device"] == config["lora"]["device"]
+    assert all(model_sets.built_models(config, c) == {} for c in COMPONENTS)
+
+
+def test_a_component_without_a_built_model_is_named(configs):
+    with pytest.raises(ValueError, match="component = 'lamp'; allowed: generator, detector, scorer"):
+        model_sets.built_models(configs["smoke"], "lamp")
