@@ -13,7 +13,8 @@ the output check before the DAG and the jobs' asks.
 - cold: a fresh, empty working directory for every run;
 - warm: after a complete run (fourloops: the smoke run, so every output is checked against its provenance
   record; bare: its touch run). Those directories are built once under --warm-dir and reused.
-`fourloops plan` (same DAG, walls included) runs beside `snakemake -n`. The runs are interleaved (fourloops,
+Every command runs with Python's bytecode cache on, as a user's does (PYTHONDONTWRITEBYTECODE, if set here,
+is unset for them). `fourloops plan` (same DAG, walls included) runs beside `snakemake -n`. The runs are interleaved (fourloops,
 bare, plan for each size and state, then the next repeat): medians, and ratios of the medians; on a shared
 machine compare the ratios, not the seconds.
 
@@ -47,6 +48,10 @@ FOURLOOPS = str(BIN / "fourloops")
 SMOKE = str(REPO / "profiles" / "smoke")
 DESK = str(REPO / "profiles" / "default")  # the workflow profile fourloops' Snakefile gets; bare gets it too
 TOUCH = Path(__file__).resolve().with_name("dryrun_touch.py")  # every bare job's script
+# The commands run as a user's Python runs them: compiled modules kept in __pycache__ and reused. With
+# PYTHONDONTWRITEBYTECODE set (some sandboxes and CI images set it), fourloops' own source (src/) would be
+# compiled again by every run while Snakemake's, compiled when pip installed it, is not: a cost bare never pays.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 # jobs -> (conditions, restyle styles, azimuths). 22: the default config, no --configfile.
 # Jobs: 10 + 3 per condition + (1 + 4 per style when there are styles).
@@ -157,7 +162,7 @@ def bare(snakefile: Path, workdir: Path, targets: list[str], dry: bool = True) -
 
 def timed(cmd: list[str]) -> tuple[float, str]:
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=ENV)
     secs = time.perf_counter() - t0
     if proc.returncode:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
@@ -224,7 +229,7 @@ def phases_child(out: str, kind: str, argv: list[str]) -> int:
 def phases(kind: str, cmd: list[str], root: Path) -> dict:
     out = root / f"phases-{time.monotonic_ns()}.json"
     proc = subprocess.run([sys.executable, __file__, "--phases-child", str(out), kind, *cmd[1:]],
-                          capture_output=True, text=True, cwd=REPO)
+                          capture_output=True, text=True, cwd=REPO, env=ENV)
     if not out.exists() or json.loads(out.read_text())["code"]:
         raise SystemExit(f"bench: the phase run of {' '.join(cmd)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
     return json.loads(out.read_text())
@@ -282,6 +287,9 @@ def main() -> int:
 def run(args, sizes: list[int], warm: set[int], scratch: Path) -> int:
     print(f"machine: {platform.node()} {platform.machine()} cpus={os.cpu_count()} "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    if "PYTHONDONTWRITEBYTECODE" in os.environ:
+        print("PYTHONDONTWRITEBYTECODE is set here: unset for the measured commands (a user's Python keeps "
+              "compiled modules; the series' first, untimed runs compile them)", flush=True)
     points = {}
     for size in sizes:
         c, s, a = SERIES[size]
