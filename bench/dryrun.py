@@ -13,9 +13,12 @@ the output check before the DAG and the jobs' asks.
 - cold: a fresh, empty working directory for every run;
 - warm: after a complete run (fourloops: the smoke run, so every output is checked against its provenance
   record; bare: its touch run). Those directories are built once under --warm-dir and reused.
-`fourloops plan` (same DAG, walls included) runs beside `snakemake -n`. The runs are interleaved (fourloops,
+Every command runs with Python's bytecode cache on, as a user's does (PYTHONDONTWRITEBYTECODE, if set here,
+is unset for them). `fourloops plan` (same DAG, walls included) runs beside `snakemake -n`. The runs are interleaved (fourloops,
 bare, plan for each size and state, then the next repeat): medians, and ratios of the medians; on a shared
-machine compare the ratios, not the seconds.
+machine compare the ratios, not the seconds. Each run's CPU seconds (user + system, from the kernel's
+accounting of the child) are printed beside its wall seconds: a dry-run runs on one core, so on a quiet
+machine they agree, and under other work's load the CPU ratio is the steadier one.
 
 Phases: one more `snakemake -n` and one `fourloops plan` per size and state, in a child process that times
 fourloops' parse-time functions (config: the config, models and machines checks; registry: the stage
@@ -32,6 +35,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -47,6 +51,10 @@ FOURLOOPS = str(BIN / "fourloops")
 SMOKE = str(REPO / "profiles" / "smoke")
 DESK = str(REPO / "profiles" / "default")  # the workflow profile fourloops' Snakefile gets; bare gets it too
 TOUCH = Path(__file__).resolve().with_name("dryrun_touch.py")  # every bare job's script
+# The commands run as a user's Python runs them: compiled modules kept in __pycache__ and reused. With
+# PYTHONDONTWRITEBYTECODE set (some sandboxes and CI images set it), fourloops' own source (src/) would be
+# compiled again by every run while Snakemake's, compiled when pip installed it, is not: a cost bare never pays.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 # jobs -> (conditions, restyle styles, azimuths). 22: the default config, no --configfile.
 # Jobs: 10 + 3 per condition + (1 + 4 per style when there are styles).
@@ -155,13 +163,18 @@ def bare(snakefile: Path, workdir: Path, targets: list[str], dry: bool = True) -
             "--directory", str(workdir), *(["-n"] if dry else []), *targets]
 
 
-def timed(cmd: list[str]) -> tuple[float, str]:
+def timed(cmd: list[str]) -> tuple[float, str, float]:
+    """Wall seconds, output, and CPU seconds (user + system) of the command: on a machine shared with other
+    work the wall time of a single-threaded dry-run grows with the load, its CPU time much less."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=ENV)
     secs = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    return secs, proc.stdout + proc.stderr
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return secs, proc.stdout + proc.stderr, cpu
 
 
 def job_count(output: str) -> int:
@@ -224,7 +237,7 @@ def phases_child(out: str, kind: str, argv: list[str]) -> int:
 def phases(kind: str, cmd: list[str], root: Path) -> dict:
     out = root / f"phases-{time.monotonic_ns()}.json"
     proc = subprocess.run([sys.executable, __file__, "--phases-child", str(out), kind, *cmd[1:]],
-                          capture_output=True, text=True, cwd=REPO)
+                          capture_output=True, text=True, cwd=REPO, env=ENV)
     if not out.exists() or json.loads(out.read_text())["code"]:
         raise SystemExit(f"bench: the phase run of {' '.join(cmd)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
     return json.loads(out.read_text())
@@ -236,13 +249,13 @@ def warm_directories(size: int, configfile: Path | None, targets: list[str], bar
     """fourloops' complete smoke run and bare's complete touch run for one size (built once, then reused)."""
     ours_dir, bare_dir = root / str(size) / "fourloops", root / str(size) / "bare"
     ours_dir.mkdir(parents=True, exist_ok=True)
-    _, out = timed(ours(ours_dir, configfile, targets))
+    _, out, _ = timed(ours(ours_dir, configfile, targets))
     if "Nothing to be done" not in out:
         print(f"  building the warm directory of {size} jobs (a complete smoke run): {ours_dir}", flush=True)
         t0 = time.perf_counter()
         timed(ours(ours_dir, configfile, targets, dry=False))
         print(f"  ... {time.perf_counter() - t0:.0f} s", flush=True)
-        _, out = timed(ours(ours_dir, configfile, targets))
+        _, out, _ = timed(ours(ours_dir, configfile, targets))
         if "Nothing to be done" not in out:
             raise SystemExit(f"bench: {ours_dir} is not up to date after a complete run:\n{out[-3000:]}")
     stamp = bare_dir / "Snakefile.built"
@@ -282,6 +295,9 @@ def main() -> int:
 def run(args, sizes: list[int], warm: set[int], scratch: Path) -> int:
     print(f"machine: {platform.node()} {platform.machine()} cpus={os.cpu_count()} "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    if "PYTHONDONTWRITEBYTECODE" in os.environ:
+        print("PYTHONDONTWRITEBYTECODE is set here: unset for the measured commands (a user's Python keeps "
+              "compiled modules; the series' first, untimed runs compile them)", flush=True)
     points = {}
     for size in sizes:
         c, s, a = SERIES[size]
@@ -290,12 +306,12 @@ def run(args, sizes: list[int], warm: set[int], scratch: Path) -> int:
         if config is not None:
             cfg = scratch / f"series-{size}.json"  # JSON is YAML: Snakemake reads either
             cfg.write_text(json.dumps(config))
-        _, out = timed(ours(fresh(scratch), cfg, targets))
+        _, out, _ = timed(ours(fresh(scratch), cfg, targets))
         n = job_count(out)
         bare_text, bare_targets = bare_workflow(dag_of(out), targets)
         bare_file = scratch / f"bare-{size}.smk"
         bare_file.write_text(bare_text)
-        _, bout = timed(bare(bare_file, fresh(scratch), bare_targets))
+        _, bout, _ = timed(bare(bare_file, fresh(scratch), bare_targets))
         if job_count(bout) != n:
             raise SystemExit(f"bench: bare DAG has {job_count(bout)} jobs, fourloops' {n}")
         points[size] = {"config": cfg, "targets": targets, "bare": bare_file, "bare_targets": bare_targets,
@@ -309,6 +325,7 @@ def run(args, sizes: list[int], warm: set[int], scratch: Path) -> int:
         return 0
     cases = [(size, state) for size in sizes for state in ("cold", "warm") if state == "cold" or size in warm]
     times = {case: {"ours": [], "bare": [], "plan": []} for case in cases}
+    cpu = {case: {"ours": [], "bare": [], "plan": []} for case in cases}
     for _ in range(args.repeat):  # interleaved: every case once per repeat
         for size, state in cases:
             p = points[size]
@@ -316,10 +333,14 @@ def run(args, sizes: list[int], warm: set[int], scratch: Path) -> int:
                 dirs = fresh(scratch), fresh(scratch), fresh(scratch)
             else:
                 dirs = p["warm"][0], p["warm"][1], p["warm"][0]
-            times[(size, state)]["ours"].append(timed(ours(dirs[0], p["config"], p["targets"]))[0])
-            times[(size, state)]["bare"].append(timed(bare(p["bare"], dirs[1], p["bare_targets"]))[0])
+            runs = [("ours", ours(dirs[0], p["config"], p["targets"])),
+                    ("bare", bare(p["bare"], dirs[1], p["bare_targets"]))]
             if not args.no_plan:
-                times[(size, state)]["plan"].append(timed(plan(dirs[2], p["config"], p["targets"]))[0])
+                runs.append(("plan", plan(dirs[2], p["config"], p["targets"])))
+            for kind, cmd in runs:
+                secs, _, cpu_secs = timed(cmd)
+                times[(size, state)][kind].append(secs)
+                cpu[(size, state)][kind].append(cpu_secs)
 
     phase_rows = []
     for size, state in cases:
@@ -336,10 +357,11 @@ def run(args, sizes: list[int], warm: set[int], scratch: Path) -> int:
     print(f"\nmedians of {args.repeat} interleaved runs (s); ratio = fourloops / bare Snakemake on the same DAG")
     head = f"{'jobs':>5} {'state':5} {'c x s x az':>11} {'snakemake -n':>12} {'bare':>6} {'ratio':>6}"
     head += "" if args.no_plan else f" {'plan':>6} {'ratio':>6}"
-    head += f" {'fourloops ms/job':>16}"
+    head += f" {'fourloops ms/job':>16} {'cpu: -n':>8} {'bare':>5} {'ratio':>6}"
+    head += "" if args.no_plan else f" {'plan':>5} {'ratio':>6}"
     print(head)
     for size, state in cases:
-        t = times[(size, state)]
+        t, u = times[(size, state)], cpu[(size, state)]
         o, b = med(t["ours"]), med(t["bare"])
         c, s, a = points[size]["shape"]
         row = f"{points[size]['jobs']:5d} {state:5} {f'{c}x{s}x{a}':>11} {o:12.2f} {b:6.2f} {o / b:5.2f}x"
@@ -347,8 +369,13 @@ def run(args, sizes: list[int], warm: set[int], scratch: Path) -> int:
             pl = med(t["plan"])
             row += f" {pl:6.2f} {pl / b:5.2f}x"
         row += f" {1000 * (o - b) / points[size]['jobs']:16.2f}"
+        uo, ub = med(u["ours"]), med(u["bare"])
+        row += f" {uo:8.2f} {ub:5.2f} {uo / ub:5.2f}x"
+        if not args.no_plan:
+            row += f" {med(u['plan']):5.2f} {med(u['plan']) / ub:5.2f}x"
         print(row)
     print("  fourloops ms/job: (snakemake -n - bare) / jobs, what fourloops adds per job of the DAG")
+    print("  cpu: medians of the same runs' CPU seconds (user + system); the load of other work moves them least")
     print("\nfourloops' parse-time phases (ms; one in-process run each, timers around its functions)")
     print(f"{'jobs':>5} {'state':5} {'command':14} " + " ".join(f"{p:>12}" for p in PHASES)
           + f" {'sum':>8} {'sum/job':>8} {'total':>8}")
@@ -358,7 +385,9 @@ def run(args, sizes: list[int], warm: set[int], scratch: Path) -> int:
               + f" {1000 * total:8.1f} {1000 * total / points[size]['jobs']:8.2f} {1000 * ph['total']:8.1f}")
     print("  total: the whole in-process command; sum: fourloops' phases within it")
     for case, t in times.items():
-        print(f"  raw {case}: " + "; ".join(f"{k} {[round(x, 2) for x in v]}" for k, v in t.items() if v))
+        print(f"  raw {case}: " + "; ".join(f"{k} {[round(x, 2) for x in v]}" for k, v in t.items() if v)
+              + "; cpu " + "; ".join(f"{k} {[round(x, 2) for x in v]}" for k, v in cpu[case].items() if v))
+    print(f"load average at the end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
 
 

@@ -1,11 +1,16 @@
 # Shared by the stage files: the config check, paths, wildcard constraints, input and params functions.
 # What a job asks, its lineage, the walls and the preflight come from the stage declarations
 # (src/fourloops/stages/*.py, read through fourloops.smk), not from here.
+import gc
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
+
+# What Snakemake and its plugins built at import lives as long as the process: frozen, it is not scanned again by
+# every full garbage collection the parse and the DAG trigger (Python's documented use of gc.freeze).
+gc.freeze()
 
 from snakemake.exceptions import WorkflowError
 

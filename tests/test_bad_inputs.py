@@ -290,6 +290,19 @@ def test_missing_machines_file_is_named(tmp_path):
         machines.load(tmp_path / "nope.yaml")
 
 
+def test_a_machines_file_checked_once_is_checked_again_when_its_bytes_change(tmp_path):
+    # The same bytes are checked once per process (the config check and the workflow both load the file):
+    # an edit between two loads is still refused, and a caller's change to its copy reaches no other caller.
+    path = tmp_path / "machines.yaml"
+    path.write_text(MACHINES_TEXT)
+    first = machines.load(path)
+    first["desk"]["ram_gib"] = -1
+    assert machines.load(path)["desk"]["ram_gib"] == yaml.safe_load(MACHINES_TEXT)["desk"]["ram_gib"]
+    path.write_text(MACHINES_TEXT.replace("  os: linux", "  os: solaris", 1))
+    with pytest.raises(machines.MachinesError, match="desk.os = 'solaris'"):
+        machines.load(path)
+
+
 # ------------------------------------------------------------------------------- models.yaml
 MODELS_TEXT = (REPO / "config" / "models.yaml").read_text()
 

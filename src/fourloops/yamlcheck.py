@@ -10,6 +10,7 @@ from __future__ import annotations
 
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
+import copy
 import math
 import re
 from pathlib import Path
@@ -321,10 +322,21 @@ def nearest_line(lines: dict[tuple, int], where: tuple) -> int | None:
     return None
 
 
+_CHECKED: dict[tuple, Any] = {}  # (file, its bytes, the schema's bytes) -> data that passed, once per process
+
+
 def load_checked(path: str | Path, schema_path: str | Path, what: str = "") -> Any:
     """Load a YAML file and validate it against its schema; YamlError listing every problem, each
-    naming the file and the line of the value."""
+    naming the file and the line of the value. The same bytes against the same schema are checked once
+    per process (machines.yaml is asked for by the config check and by the workflow); each caller gets
+    its own copy."""
     path = Path(path)
+    try:
+        key = (str(path.resolve()), path.read_bytes(), Path(schema_path).read_bytes())
+    except OSError:
+        key = None  # load() and load_schema() name the file that cannot be read
+    if key in _CHECKED:
+        return copy.deepcopy(_CHECKED[key])
     data = load(path)
     problems = schema_problems(data, load_schema(schema_path))
     if problems:
@@ -335,4 +347,6 @@ def load_checked(path: str | Path, schema_path: str | Path, what: str = "") -> A
             listed.append(f"{path}, line {line}: {message}" if line else f"{path}: {message}")
         head = f"{path}: invalid{(' ' + what) if what else ''} (nothing was run or written):"
         raise YamlError(head + "\n  " + "\n  ".join(listed))
+    if key is not None:
+        _CHECKED[key] = copy.deepcopy(data)
     return data
