@@ -65,7 +65,8 @@ def architecture(name: str, arch_dir: str | Path | None = None) -> dict:
     if not path.is_file():
         known = sorted(p.stem for p in Path(arch_dir or ARCH_DIR).glob("*.yaml"))
         raise SizingError(f"architecture {name!r}: no file {path}; allowed: one of {known}")
-    data = yaml.safe_load(path.read_text())
+    # libyaml where PyYAML has it: read at every parse (the rules' sizing inputs), 2-6 ms a file pure-Python
+    data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     for key in ("source", "class", "build", "dtype_on_disk", "config"):
         if key not in data:
             raise SizingError(f"{path}: key {key!r} missing; every architecture names its source, class, build, "
