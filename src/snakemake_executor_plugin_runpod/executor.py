@@ -7,6 +7,9 @@ How a run goes:
   COMMUNITY on "no instances"), with a per-run ed25519 key as PUBLIC_KEY and HF_TOKEN in the pod's own
   environment. Ready = status RUNNING, runtime not null, ssh.direct set, and `ssh ... true` succeeds
   over direct TCP. Then, once per pod: the workflow's files are rsynced and the setup command runs.
+- The weights download (`fetch`) starts once per pod under a lock on the pod: from the pod's start command
+  as the container starts (`fetch_at: container`, before ssh answers; it then execs the image's own start),
+  or over ssh after the sync (`fetch_at: sync`). Each pod job's first step waits for that lock.
 - Per job: rsync the inputs up, run Snakemake's own remote job command over ssh, rsync outputs, logs
   and benchmarks back (provenance records are outputs here).
 - A job of the `container` profile (the Dataflow Compiler) goes to a pod when machines.yaml's container is
@@ -56,6 +59,16 @@ from .transport import Transport, source_files
 
 EXECUTOR_NAME = "runpod"
 PY_TOKEN = "__FOURLOOPS_REMOTE_PYTHON__"  # replaced by the pod's python once the pod's paths are known
+# The pod's fourloops root before the executor has asked the pod (as on_pod's `pod.root` once it has).
+POD_ROOT_SH = '"${FOURLOOPS_WORKSPACE:-/workspace}/fourloops"'
+
+
+def fetch_script(fetch: str, then: str = "") -> str:
+    """Shell that takes the pod's fetch lock, runs `fetch` in the background holding it (its exit status to
+    fetch.rc, its output to joblogs/fetch.log), then `then` without the lock: a job waits on `flock -s`."""
+    return (f'W={POD_ROOT_SH}; mkdir -p "$W/joblogs"; exec 9>"$W/fetch.lock"; flock -x 9; rm -f "$W/fetch.rc"; '
+            f'{{ ( cd "$W" && {fetch} ); echo $? > "$W/fetch.rc"; }} > "$W/joblogs/fetch.log" 2>&1 < /dev/null & '
+            + (f"exec {then} 9>&-" if then else "exec 9>&-"))
 
 
 def on_pod(desk_command: str, basedir: Path, pod: Pod, python_template: str) -> str:
@@ -108,6 +121,7 @@ class Executor(RemoteExecutor):
         )
         self.teardowns: list[runpod.Teardown] = []
         self.pods_seen: list[Pod] = []  # every pod of the run, for the bill's summary
+        self.job_rank: dict[str, int] = {}  # pod job output -> its model's place in the download order
         self.forecast, self.fetch_models = self._forecast()
         self.jobs = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.settings.pool_size) * 2)
         self.next_seconds_between_status_checks = 1
@@ -154,8 +168,13 @@ class Executor(RemoteExecutor):
         except Exception as err:  # a forecast is a report: the run goes on without it
             self.log(f"runpod: no bill forecast ({type(err).__name__}: {err})", warning=True)
             return None, []
-        keys = [j["model"] for j in planned["jobs"] if j["profile"] == "pod" and j["model"]]
-        ids = [view.facts["models"].get(k, {}).get("id") for k in dict.fromkeys(keys)]
+        from fourloops.podbill import fetch_order
+
+        order = fetch_order([(j["output"], j["profile"], j["model"], j["needs"]) for j in planned["jobs"]])
+        ids = [view.facts["models"].get(k, {}).get("id") for k in order]
+        # a pod job's rank for the pool: its model's place in the download order (weights in first, run first)
+        self.job_rank = {j["output"]: order.index(j["model"]) if j["model"] in order else 0
+                         for j in planned["jobs"] if j["profile"] == "pod"}
         bill = planned.get("pod_bill")
         if bill:
             self.log(f"runpod: forecast bill {bill['billed_s']:.0f} s (${bill['cost_usd']:.4f}), of it "
@@ -192,11 +211,18 @@ class Executor(RemoteExecutor):
                 env[var] = os.environ[var]
         spec = self.pod_spec
         body = {"name": name, "image": spec.image, "disk": spec.disk_gb, "ports": list(spec.ports), "env": env}
+        fetch = self._fetch_command() if self.settings.fetch_at == "container" else None
+        if fetch:  # the container's start command: the download from the container's first second, then the image's own start
+            body["args"] = shlex.join(["bash", "-c", fetch_script(fetch, self.settings.image_start)])
         self.log(f"runpod: creating pod {name} ({spec.disk_gb} GB container disk, no volume, {spec.image})")
         t_create = time.monotonic()
         created = runpod.create_with_fallback(self.client, body, list(spec.gpus), list(spec.cloud_types), log=self.log)
         pod = Pod(created["id"], name, runpod.parse_time(created.get("createdAt")) or dt.datetime.now(dt.timezone.utc),
-                  t_create=t_create)
+                  t_create=t_create, fetching=bool(fetch))
+        if fetch:
+            models = ", ".join(self.fetch_models) or "as the fetch command says"
+            self.log(f"runpod: pod {pod.id} downloads the weights ({models}) from its start command, then runs "
+                     f"{self.settings.image_start}")
         self.pods_seen.append(pod)
         self.record.add(pod.id, name)
         self.log(f"runpod: pod {pod.id} created ({created.get('gpu', {}).get('id')}, {created.get('cloud')}); "
@@ -256,7 +282,8 @@ class Executor(RemoteExecutor):
         if up.returncode != 0:
             raise WorkflowError(f"runpod: syncing the workflow to {pod.id} failed: {redact(up.stderr[-2000:])}")
         pod.spent("transfer", t_up)
-        self._start_fetch(pod)
+        if self.settings.fetch_at == "sync":
+            self._start_fetch(pod)
         setup = self.settings.setup_command.format(workspace=pod.workspace, root=pod.root, repo=pod.repo)
         t_setup = time.monotonic()
         done = self.transport.ssh(pod, f"cd {shlex.quote(pod.repo)} && ( {setup} ) > ../joblogs/setup.log 2>&1",
@@ -267,25 +294,41 @@ class Executor(RemoteExecutor):
             raise WorkflowError(f"runpod: pod setup failed on {pod.id} (exit {done.returncode}):\n{redact(tail)}")
         self.log(f"runpod: pod {pod.id} set up in {time.monotonic() - t0:.0f} s ({len(files)} workflow files)")
 
+    def _fetch_command(self) -> str | None:
+        """The configured weights download with {models} and the pod's paths expanded for its shell; None: none."""
+        fetch = self.settings.fetch_command
+        if not fetch.strip() or ("{models}" in fetch and not self.fetch_models):
+            return None
+        return fetch.format(workspace='"${FOURLOOPS_WORKSPACE:-/workspace}"', root='"$W"',
+                            models=" ".join(shlex.quote(m) for m in self.fetch_models))
+
     def _start_fetch(self, pod: Pod) -> None:
-        """The weights download, beside the setup (a job that needs them waits for them on the pod)."""
-        if not self.settings.fetch_command.strip() or ("{models}" in self.settings.fetch_command and not self.fetch_models):
+        """fetch_at sync: the weights download over ssh, beside the setup; back once it holds the fetch lock."""
+        fetch = self._fetch_command()
+        if not fetch:
             return
-        fetch = self.settings.fetch_command.format(workspace=pod.workspace, root=pod.root, repo=pod.repo,
-                                                   models=" ".join(shlex.quote(m) for m in self.fetch_models))
-        command = f"cd {shlex.quote(pod.repo)} && ( {fetch} ) > ../joblogs/fetch.log 2>&1"
-
-        def run() -> None:
-            t0 = time.monotonic()
-            res = self.transport.ssh(pod, command, timeout=6 * 3600, track=True)
-            pod.spent("download", t0)
-            if res.returncode != 0 and pod.healthy and not self._cancel.is_set():
-                self.log(f"runpod: the weights download on {pod.id} exited {res.returncode} (joblogs/fetch.log); "
-                         "each job downloads what it still lacks", warning=True)
-
-        threading.Thread(target=run, daemon=True).start()
+        res = self.transport.ssh(pod, fetch_script(fetch), timeout=60)
+        if res.returncode != 0:
+            self.log(f"runpod: the weights download could not start on {pod.id} (exit {res.returncode}: "
+                     f"{redact(res.stderr.strip()[-300:])}); each job downloads what it lacks", warning=True)
+            return
+        pod.fetching = True
         self.log(f"runpod: downloading the weights ({', '.join(self.fetch_models) or 'as the fetch command says'}) on "
                  f"{pod.id} beside the setup")
+
+    def _await_weights(self, pod: Pod) -> None:
+        """Before a pod's first job: wait for its weights download (the fetch lock), billed as `download`."""
+        if not pod.fetching or pod.weights_in:
+            return
+        t0 = time.monotonic()
+        lock, rc = shlex.quote(f"{pod.root}/fetch.lock"), shlex.quote(f"{pod.root}/fetch.rc")
+        res = self.transport.ssh(pod, f"flock -s {lock} cat {rc}", timeout=6 * 3600, track=True)
+        pod.spent("download", t0)
+        pod.weights_in = True
+        if (res.returncode != 0 or res.stdout.strip() != "0") and pod.healthy and not self._cancel.is_set():
+            self.log(f"runpod: the weights download on {pod.id} did not finish cleanly (exit "
+                     f"{res.stdout.strip() or res.returncode}; {pod.joblogs}/fetch.log); each job downloads what it "
+                     "still lacks", warning=True)
 
     def teardown(self, pod: Pod) -> None:
         if pod.t_end is None:
@@ -338,7 +381,7 @@ class Executor(RemoteExecutor):
 
     def _run_remote(self, job: JobExecutorInterface, desk_command: str) -> tuple[bool, str]:
         try:
-            pod = self.pool.acquire()
+            pod = self.pool.acquire(self.job_rank.get(str(job.output[0]) if len(job.output) else "", 0))
         except Exception as err:
             return False, redact(str(err))
         try:
@@ -360,6 +403,7 @@ class Executor(RemoteExecutor):
         if up.returncode != 0:
             self._check_alive(pod)
             return False, f"runpod: syncing inputs to {pod.id} failed: {redact(up.stderr[-1500:])}"
+        self._await_weights(pod)
         rlog = f"{pod.joblogs}/{job.name}-{job.jobid}-{self.run_id}.log"
         invocation = redact(os.environ.get("FOURLOOPS_INVOCATION", ""))  # the desk's command, for provenance
         dfc_env, venv_log = "", None
