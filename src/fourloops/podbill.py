@@ -192,9 +192,10 @@ def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, re
         causes["transfer"] += sum(life.transfer_s(j.in_mb) + life.transfer_s(j.out_mb) for j in jobs)
     causes["teardown"] = life.teardown_s
     gpu = sum(j.seconds for j in jobs)
-    billed = gpu + sum(causes.values())
+    idle = {k: round(v, 1) for k, v in causes.items()}
+    billed = round(gpu, 1) + sum(idle.values())  # the shown parts add up to the shown bill
     first_gb = weights[models[0]] if models else 0.0
-    return {"billed_s": round(billed, 1), "gpu_s": round(gpu, 1), "idle_s": {k: round(v, 1) for k, v in causes.items()},
+    return {"billed_s": round(billed, 1), "gpu_s": round(gpu, 1), "idle_s": idle,
             "floor_s": round(floor_s(life, first_gb, gpu), 1),
             "floor_container_s": round(floor_container_s(life, first_gb, gpu, repo_mb), 1), "fetch_at": fetch_at, "cost_usd": round(billed / 3600.0 * hourly_usd, 4), "hourly_usd": hourly_usd,
             "pods": 1, "weights_gb": {m: round(weights[m], 2) for m in first_of}, "repo_mb": round(repo_mb, 1)}
