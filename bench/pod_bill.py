@@ -287,16 +287,20 @@ def main(argv=None) -> int:
     # The plan's order of jobs is Snakemake's set order (it moves with the hash seed): the bill over shuffled
     # orders of the pod jobs, the download order following each (first use), with and without the pool's rank.
     spread = {}
-    for name in ("shipped executor", "all on but ranked"):
-        levers = next(r["levers"] for r in records if r["variant"] == name)
+    for name, base_name, first_use in (("shipped executor", "shipped executor", False),
+                                       ("all on but ranked", "all on but ranked", False),
+                                       ("shipped, downloads in first-use order", "shipped executor", True)):
+        levers = next(r["levers"] for r in records if r["variant"] == base_name)
         got = []
         for seed in range(args.orders):
-            pods_, desk = [j for j in jobs if j["profile"] == "pod"], [j for j in jobs if j["profile"] != "pod"]
+            pods_ = sorted((j for j in jobs if j["profile"] == "pod"), key=lambda j: j["output"])  # then shuffled
+            desk = [j for j in jobs if j["profile"] != "pod"]
             random.Random(seed).shuffle(pods_)
-            order_ = podbill.fetch_order(_rows(pods_ + desk))
+            order_ = (list(dict.fromkeys(j["model"] for j in pods_ if j["model"] in weights)) if first_use
+                      else podbill.fetch_order(_rows(pods_ + desk)))
             got.append(simulate(pods_ + desk, life, weights, facts, forecast["repo_mb"], levers, order_)["billed_s"])
         spread[name] = {"min": min(got), "median": statistics.median(got), "max": max(got)}
-        floor = next(r["floor_s"] for r in records if r["variant"] == name)
+        floor = next(r["floor_s"] for r in records if r["variant"] == base_name)
         print(f"{name} over {args.orders} shuffled job orders: billed s min {min(got):.0f}, median "
               f"{statistics.median(got):.0f}, max {max(got):.0f} (billed/floor max {max(got) / floor:.3f})")
     if args.json:
