@@ -243,8 +243,9 @@ def main(argv=None) -> int:
     forecast = p["pod_bill"]
     weights = {m: podbill.weights_gb(facts, m) for m in forecast["weights_gb"]}
     fetch_order = podbill.fetch_order(_rows(jobs))
-    # pod jobs first among equals, each kind in the plan's own order (what Snakemake hands over unranked)
-    jobs.sort(key=lambda j: j["profile"] != "pod")
+    # pod jobs first among equals, each kind by output: the plan's own order is Snakemake's set order, which moves
+    # with the hash seed (the spread over shuffled orders below shows what that order is worth)
+    jobs.sort(key=lambda j: (j["profile"] != "pod", j["output"]))
     pod_jobs = [j for j in jobs if j["profile"] == "pod"]
     first_gb = weights.get(next((j["model"] for j in pod_jobs if j["model"] in weights), ""), 0.0)
     print(f"job seconds: {'probe records in ' + str(args.probes) if args.probes else 'the plan forecasts (models.yaml)'}")
