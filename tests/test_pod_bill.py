@@ -206,24 +206,31 @@ def test_the_standin_pods_rsync_moves_at_the_runbooks_bandwidth(loopback_sshd, t
         standin.close()
 
 
-def test_the_fetch_lock_holds_jobs_until_the_download_ends_and_not_past_it(tmp_path):
-    """The pod's start command (fetch_script): the download runs in the background holding the fetch lock, a
-    job's `flock -s` waits for it and reads its exit status, and the image's own start does not hold the lock."""
+def test_the_fetch_locks_hold_a_job_until_its_own_model_is_in_and_not_past_it(tmp_path):
+    """The pod's start command (fetch_script): the downloads run one after another in the background, each
+    holding its own lock; a job's `flock -s` on its model's lock waits for that download only and reads its
+    exit status; the image's own start holds no lock."""
     import subprocess
 
     from snakemake_executor_plugin_runpod.executor import fetch_script
 
     env = {"PATH": "/usr/bin:/bin", "FOURLOOPS_WORKSPACE": str(tmp_path)}
     root = tmp_path / "fourloops"
-    start = subprocess.Popen(["bash", "-c", fetch_script("sleep 1.5; exit 3", "sleep 30")], env=env)
+    start = subprocess.Popen(["bash", "-c", fetch_script(["sleep 1; exit 3", "sleep 4"], "sleep 30")], env=env)
     try:
         time.sleep(0.5)
-        lock, rc = root / "fetch.lock", root / "fetch.rc"
-        assert subprocess.run(["flock", "-s", "-n", str(lock), "true"]).returncode == 1  # held: a job would wait
+
+        def wait(n, block=True):
+            return subprocess.run(["flock", "-s", *([] if block else ["-n"]), str(root / f"fetch-{n}.lock"), "cat",
+                                   str(root / f"fetch-{n}.rc")], capture_output=True, text=True, timeout=10)
+
+        assert wait(0, block=False).returncode == 1  # held: a job would wait
         t0 = time.monotonic()
-        waited = subprocess.run(["flock", "-s", str(lock), "cat", str(rc)], capture_output=True, text=True, timeout=10)
-        assert waited.stdout.strip() == "3" and time.monotonic() - t0 > 0.5  # waited the download out, saw its exit
-        assert start.poll() is None  # the image's start still runs, without the lock
+        first = wait(0)
+        assert first.stdout.strip() == "3" and time.monotonic() - t0 > 0.2  # waited its download out, saw its exit
+        assert wait(1, block=False).returncode == 1  # the second model is still coming
+        assert wait(1).stdout.strip() == "0"
+        assert start.poll() is None  # the image's start still runs, without the locks
         assert (root / "joblogs" / "fetch.log").exists()
     finally:
         start.kill()

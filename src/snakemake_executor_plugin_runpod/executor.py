@@ -63,19 +63,18 @@ PY_TOKEN = "__FOURLOOPS_REMOTE_PYTHON__"  # replaced by the pod's python once th
 POD_ROOT_SH = '"${FOURLOOPS_WORKSPACE:-/workspace}/fourloops"'
 
 
-def fetch_script(fetch: str, then: str = "") -> str:
-    """Shell that takes the pod's fetch lock, runs `fetch` in the background holding it (its exit status to
-    fetch.rc, its output to joblogs/fetch.log), then `then` without the lock: a job waits on `flock -s`."""
-    return (f'W={POD_ROOT_SH}; mkdir -p "$W/joblogs"; exec 9>"$W/fetch.lock"; flock -x 9; rm -f "$W/fetch.rc"; '
-            f'{{ ( cd "$W" && {fetch} ); echo $? > "$W/fetch.rc"; }} > "$W/joblogs/fetch.log" 2>&1 < /dev/null & '
-            + (f"exec {then} 9>&-" if then else "exec 9>&-"))
-
-
-def on_pod(desk_command: str, basedir: Path, pod: Pod, python_template: str) -> str:
-    """Snakemake's job command as formatted on the desk, with the desk's workflow directory and python
-    replaced by the pod's."""
-    python = python_template.format(workspace=pod.workspace, root=pod.root, repo=pod.repo)
-    return desk_command.replace(str(basedir), pod.repo).replace(PY_TOKEN, python)
+def fetch_script(fetches: list[str], then: str = "") -> str:
+    """Shell that takes one lock per download (fetch-N.lock under the pod's fourloops root), runs the downloads
+    one after another in the background, each releasing its lock as it ends (its exit status to fetch-N.rc,
+    the output to joblogs/fetch.log), then `then` holding none: a job waits with `flock -s` on its own model's."""
+    fds = [10 + i for i in range(len(fetches))]
+    take = "".join(f'exec {fd}>"$W/fetch-{i}.lock"; flock -x {fd}; ' for i, fd in enumerate(fds))
+    run = "".join(f'( cd "$W" && {f} ); echo $? > "$W/fetch-{i}.rc"; exec {fd}>&-; '
+                  for i, (f, fd) in enumerate(zip(fetches, fds)))
+    close = " ".join(f"{fd}>&-" for fd in fds)
+    return (f'W={POD_ROOT_SH}; mkdir -p "$W/joblogs"; rm -f "$W"/fetch-*.rc; {take}'
+            f'{{ {run}}} > "$W/joblogs/fetch.log" 2>&1 < /dev/null & '
+            + (f"exec {then} {close}" if then else f"exec {close}"))
 
 
 class Executor(RemoteExecutor):
@@ -170,16 +169,17 @@ class Executor(RemoteExecutor):
             return None, []
         from fourloops.podbill import fetch_order
 
-        order = fetch_order([(j["output"], j["profile"], j["model"], j["needs"]) for j in planned["jobs"]])
-        ids = [view.facts["models"].get(k, {}).get("id") for k in order]
-        # a pod job's rank for the pool: its model's place in the download order (weights in first, run first)
-        self.job_rank = {j["output"]: order.index(j["model"]) if j["model"] in order else 0
-                         for j in planned["jobs"] if j["profile"] == "pod"}
+        order = [k for k in fetch_order([(j["output"], j["profile"], j["model"], j["needs"]) for j in planned["jobs"]])
+                 if view.facts["models"].get(k, {}).get("id")]  # a hub model: a local directory is not downloaded
+        ids = [view.facts["models"][k]["id"] for k in order]
+        # a pod job's rank for the pool and its fetch lock: its model's place in the download order
+        self.job_rank = {j["output"]: order.index(j["model"]) for j in planned["jobs"]
+                         if j["profile"] == "pod" and j["model"] in order}
         bill = planned.get("pod_bill")
         if bill:
             self.log(f"runpod: forecast bill {bill['billed_s']:.0f} s (${bill['cost_usd']:.4f}), of it "
                      f"{bill['gpu_s']:.0f} s GPU-busy; floor {bill['floor_s']:.0f} s")
-        return bill, [i for i in ids if i]
+        return bill, ids
 
     def _pending_profiles(self) -> set[str]:
         """The profile tags of the jobs this run still has to do."""
@@ -211,7 +211,7 @@ class Executor(RemoteExecutor):
                 env[var] = os.environ[var]
         spec = self.pod_spec
         body = {"name": name, "image": spec.image, "disk": spec.disk_gb, "ports": list(spec.ports), "env": env}
-        fetch = self._fetch_command() if self.settings.fetch_at == "container" else None
+        fetch = self._fetch_commands() if self.settings.fetch_at == "container" else []
         if fetch:  # the container's start command: the download from the container's first second, then the image's own start
             body["args"] = shlex.join(["bash", "-c", fetch_script(fetch, self.settings.image_start)])
         self.log(f"runpod: creating pod {name} ({spec.disk_gb} GB container disk, no volume, {spec.image})")
@@ -294,17 +294,26 @@ class Executor(RemoteExecutor):
             raise WorkflowError(f"runpod: pod setup failed on {pod.id} (exit {done.returncode}):\n{redact(tail)}")
         self.log(f"runpod: pod {pod.id} set up in {time.monotonic() - t0:.0f} s ({len(files)} workflow files)")
 
-    def _fetch_command(self) -> str | None:
-        """The configured weights download with {models} and the pod's paths expanded for its shell; None: none."""
+    def _fetch_commands(self) -> list[str]:
+        """The configured weights download for the pod's shell: with {models}, one per model in the download
+        order (each its own lock: a job waits only for its model); without, one for every job. [] for none."""
         fetch = self.settings.fetch_command
         if not fetch.strip() or ("{models}" in fetch and not self.fetch_models):
-            return None
-        return fetch.format(workspace='"${FOURLOOPS_WORKSPACE:-/workspace}"', root='"$W"',
-                            models=" ".join(shlex.quote(m) for m in self.fetch_models))
+            return []
+        paths = {"workspace": '"${FOURLOOPS_WORKSPACE:-/workspace}"', "root": '"$W"'}
+        if "{models}" not in fetch:
+            return [fetch.format(models="", **paths)]
+        return [fetch.format(models=shlex.quote(m), **paths) for m in self.fetch_models]
+
+    def _fetch_lock(self, job: JobExecutorInterface) -> int | None:
+        """Which fetch lock a pod job waits on: its model's (by the download order), the only one, or none."""
+        if "{models}" not in self.settings.fetch_command:
+            return 0
+        return self.job_rank.get(str(job.output[0]) if len(job.output) else "")
 
     def _start_fetch(self, pod: Pod) -> None:
-        """fetch_at sync: the weights download over ssh, beside the setup; back once it holds the fetch lock."""
-        fetch = self._fetch_command()
+        """fetch_at sync: the weights download over ssh, beside the setup; back once it holds the fetch locks."""
+        fetch = self._fetch_commands()
         if not fetch:
             return
         res = self.transport.ssh(pod, fetch_script(fetch), timeout=60)
@@ -316,15 +325,16 @@ class Executor(RemoteExecutor):
         self.log(f"runpod: downloading the weights ({', '.join(self.fetch_models) or 'as the fetch command says'}) on "
                  f"{pod.id} beside the setup")
 
-    def _await_weights(self, pod: Pod) -> None:
-        """Before a pod's first job: wait for its weights download (the fetch lock), billed as `download`."""
-        if not pod.fetching or pod.weights_in:
+    def _await_weights(self, pod: Pod, job: JobExecutorInterface) -> None:
+        """Before a job: wait for its model's download (its fetch lock) unless one did already; billed `download`."""
+        n = self._fetch_lock(job)
+        if not pod.fetching or n is None or n in pod.weights_in:
             return
         t0 = time.monotonic()
-        lock, rc = shlex.quote(f"{pod.root}/fetch.lock"), shlex.quote(f"{pod.root}/fetch.rc")
+        lock, rc = shlex.quote(f"{pod.root}/fetch-{n}.lock"), shlex.quote(f"{pod.root}/fetch-{n}.rc")
         res = self.transport.ssh(pod, f"flock -s {lock} cat {rc}", timeout=6 * 3600, track=True)
         pod.spent("download", t0)
-        pod.weights_in = True
+        pod.weights_in.add(n)
         if (res.returncode != 0 or res.stdout.strip() != "0") and pod.healthy and not self._cancel.is_set():
             self.log(f"runpod: the weights download on {pod.id} did not finish cleanly (exit "
                      f"{res.stdout.strip() or res.returncode}; {pod.joblogs}/fetch.log); each job downloads what it "
@@ -403,7 +413,7 @@ class Executor(RemoteExecutor):
         if up.returncode != 0:
             self._check_alive(pod)
             return False, f"runpod: syncing inputs to {pod.id} failed: {redact(up.stderr[-1500:])}"
-        self._await_weights(pod)
+        self._await_weights(pod, job)
         rlog = f"{pod.joblogs}/{job.name}-{job.jobid}-{self.run_id}.log"
         invocation = redact(os.environ.get("FOURLOOPS_INVOCATION", ""))  # the desk's command, for provenance
         dfc_env, venv_log = "", None

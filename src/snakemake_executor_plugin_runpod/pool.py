@@ -29,8 +29,8 @@ class Pod:
     t_create: float = field(default_factory=time.monotonic)
     t_end: float | None = None  # terminate sent: billing stops
     timeline: list = field(default_factory=list)
-    fetching: bool = False  # a weights download was started under the pod's fetch lock
-    weights_in: bool = False  # a job has waited that download out
+    fetching: bool = False  # weights downloads were started under the pod's fetch locks
+    weights_in: set = field(default_factory=set)  # the fetch locks a job has waited out
 
 
     def spent(self, cause: str, t0: float, t1: float | None = None) -> None:
