@@ -77,6 +77,13 @@ def fetch_script(fetches: list[str], then: str = "") -> str:
             + (f"exec {then} {close}" if then else f"exec {close}"))
 
 
+def on_pod(desk_command: str, basedir: Path, pod: Pod, python_template: str) -> str:
+    """Snakemake's job command as formatted on the desk, with the desk's workflow directory and python
+    replaced by the pod's."""
+    python = python_template.format(workspace=pod.workspace, root=pod.root, repo=pod.repo)
+    return desk_command.replace(str(basedir), pod.repo).replace(PY_TOKEN, python)
+
+
 class Executor(RemoteExecutor):
     def __post_init__(self):
         # The key first: without one, nothing is started or written.
