@@ -4,13 +4,12 @@ time scale, and records every piece of work as an event the stand-in reads back.
 
     podwork.py setup                 the environment install (pod_life setup_s)
     podwork.py fetch ID [ID ...]     the weights of these hub ids (models.yaml sizes at pod_life hf_mb_s)
-    podwork.py job -- CMD ...        a job: waits for any download in flight (its weights), runs CMD
+    podwork.py job -- CMD ...        a job: runs CMD (the executor has waited for the weights' lock)
     podwork.py rsync ARGS ...        the pod's rsync: the real one, then the bytes it moved at pod_life rsync_mb_s
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -27,7 +26,6 @@ from fourloops.asks import load_facts  # noqa: E402
 
 SCALE = float(os.environ.get("FOURLOOPS_STANDIN_SCALE", "1"))
 EVENTS = Path(os.environ.get("FOURLOOPS_STANDIN_EVENTS", "events.jsonl"))
-FETCHING = EVENTS.with_name("fetching.lock")
 
 
 def record(cause: str, t0: float, t1: float, **extra) -> None:
@@ -46,19 +44,14 @@ def main(argv: list[str]) -> int:
     if what == "fetch":
         facts = load_facts(REPO / "config" / "models.yaml")
         by_id = {m.get("id"): k for k, m in facts["models"].items()}
-        with open(FETCHING, "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # held while downloading: a job waits for it
-            for hub_id in argv[1:]:
-                t0 = time.time()
-                gb = podbill.weights_gb(facts, by_id[hub_id]) if hub_id in by_id else 0.0
-                time.sleep(life.download_s(gb) * SCALE)
-                record("download", t0, time.time(), model=hub_id, gb=gb)
+        for hub_id in argv[1:]:
+            t0 = time.time()
+            gb = podbill.weights_gb(facts, by_id[hub_id]) if hub_id in by_id else 0.0
+            time.sleep(life.download_s(gb) * SCALE)
+            record("download", t0, time.time(), model=hub_id, gb=gb)
         return 0
     if what == "job":
         cmd = argv[argv.index("--") + 1:]
-        FETCHING.touch()
-        with open(FETCHING) as lock:
-            fcntl.flock(lock, fcntl.LOCK_SH)  # the weights are in once no download holds the lock
         t0 = time.time()
         rc = subprocess.call(cmd)
         record("job", t0, time.time(), rc=rc)

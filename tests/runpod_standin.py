@@ -7,6 +7,9 @@ document), and pods behave the way the seeds saw real ones behave:
 - a new pod is PROVISIONING, then RUNNING with `runtime: null` for `runtime_null_s` (RFD 1140: the REST view
   looked healthy while nothing ran), then has a runtime and `ssh.direct`, and its sshd accepts the pod's
   PUBLIC_KEY only `ssh_delay_s` later;
+- a pod created with `args` (its start command) runs them as its container when the null runtime ends, in the
+  pod's env; its runtime appears only once they hand over to the image's own start (`image_start`, a script
+  this stand-in writes): RFD 1140, a start command does not stand in for the agent;
 - terminate: the pod leaves the list after `terminate_delay_s`, its billing stops accruing
   `billing_lag_s` after that, and its processes die (the container is gone).
 
@@ -31,6 +34,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -267,6 +271,11 @@ class StandIn:
             self.ssh_delay_s = life.ssh_stale_s * time_scale
             self.billing_lag_s = 0.0
         self.spec = Spec()
+        # the image's own start: the agent reports the container (a runtime), then it lives until terminate
+        self.image_start = self.pods_root / "image-start.sh"
+        self.pods_root.mkdir(parents=True, exist_ok=True)
+        self.image_start.write_text('#!/bin/sh\ntouch "$FOURLOOPS_STANDIN_AGENT"\nexec sleep 86400\n')
+        self.image_start.chmod(0o755)
         self.pods: dict[str, dict] = {}
         self.requests: list[tuple[str, str, dict | None]] = []
         self.violations: list[str] = []
@@ -308,21 +317,39 @@ class StandIn:
                     if p["started_at"] is None:
                         p["started_at"] = _now()
                 if age >= self.provisioning_s + self.runtime_null_s and p["runtime_since"] is None:
-                    p["runtime_since"] = now
+                    if not p["body"].get("args"):  # the image's own start
+                        p["runtime_since"] = now
+                    elif p["container"] is None:
+                        p["container"] = self._start_container(p)
+                        p["container_t0"] = now
+                    elif (p["workspace"].parent / "agent").exists():  # handed over to the image's start
+                        p["runtime_since"] = p["container_t0"]
                 if (p["runtime_since"] is not None and not p["ssh_enabled"] and not p["ssh_dead"]
                         and now - p["runtime_since"] >= self.ssh_delay_s):
                     p["ssh_enabled"] = True
                     if self.sshd and p["env"].get("PUBLIC_KEY"):
-                        env = {k: v for k, v in p["env"].items() if k != "PUBLIC_KEY"}
-                        env["FOURLOOPS_WORKSPACE"] = str(p["workspace"])
-                        # the pod's own home: this machine's ~/.bashrc (pyenv init, which takes a lock
-                        # that a killed session leaves behind) is not the pod's
-                        env["HOME"] = str(p["workspace"].parent / "home")
-                        env["FOURLOOPS_STANDIN_SCALE"] = repr(self.time_scale)  # tests/podwork.py's clock
-                        env["FOURLOOPS_STANDIN_EVENTS"] = str(p["workspace"].parent / "events.jsonl")
-                        if self.life is not None:  # the pod's rsync moves at pod_life's rsync_mb_s, scaled
-                            env["PATH"] = f"{self._rsync_shim(p)}:/usr/local/bin:/usr/bin:/bin"
+                        env = {k: v for k, v in self._pod_env(p).items() if k != "PUBLIC_KEY"}
                         self.sshd.allow(p["id"], p["env"]["PUBLIC_KEY"], env)
+
+    def _pod_env(self, p: dict) -> dict:
+        """What the pod's processes (its container, its ssh sessions) see: the pod's env and the stand-in's."""
+        env = dict(p["env"])
+        env["FOURLOOPS_WORKSPACE"] = str(p["workspace"])
+        # the pod's own home: this machine's ~/.bashrc (pyenv init, which takes a lock that a killed session
+        # leaves behind) is not the pod's
+        env["HOME"] = str(p["workspace"].parent / "home")
+        env["FOURLOOPS_STANDIN_SCALE"] = repr(self.time_scale)  # tests/podwork.py's clock
+        env["FOURLOOPS_STANDIN_EVENTS"] = str(p["workspace"].parent / "events.jsonl")
+        env["FOURLOOPS_STANDIN_AGENT"] = str(p["workspace"].parent / "agent")
+        if self.life is not None:  # the pod's rsync moves at pod_life's rsync_mb_s, scaled
+            env["PATH"] = f"{self._rsync_shim(p)}:/usr/local/bin:/usr/bin:/bin"
+        return env
+
+    def _start_container(self, p: dict) -> subprocess.Popen:
+        """The pod's start command (`args`, split as a shell would), as the container's first process."""
+        with open(p["workspace"].parent / "container.log", "ab") as log:
+            return subprocess.Popen(shlex.split(p["body"]["args"]), env=self._pod_env(p), cwd=p["workspace"],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
 
     def _rsync_shim(self, p: dict) -> Path:
         """A directory whose `rsync` is tests/podwork.py's: the real rsync, then the pod's bandwidth."""
@@ -392,7 +419,7 @@ class StandIn:
         actions = {"PROVISIONING": ["stop", "terminate"], "RUNNING": ["stop", "restart", "terminate"],
                    "TERMINATED": []}.get(status, ["start", "terminate"])
         return {
-            "id": p["id"], "name": p["name"], "image": p["image"], "args": "", "disk": p["disk"],
+            "id": p["id"], "name": p["name"], "image": p["image"], "args": p["body"].get("args", ""), "disk": p["disk"],
             "ports": p["ports"], "env": p["env"], "registry": None, "status": status, "actions": actions,
             "mounts": {}, "gpu": {"id": p["gpu"], "count": 1}, "cloud": p["cloud"],
             "dataCenterId": "STANDIN-1" if status != "PROVISIONING" else None,
@@ -484,7 +511,7 @@ class StandIn:
         p = {"id": pid, "name": body["name"], "image": body.get("image", ""), "disk": body.get("disk", 20),
              "ports": body.get("ports", []), "env": dict(body.get("env") or {}), "gpu": gpu, "cloud": cloud,
              "price": self.PRICES[cloud], "t0": time.monotonic(), "wall0": time.time(), "created": _now(), "started_at": None,
-             "status": "PROVISIONING", "runtime_since": None, "ssh_enabled": False, "ssh_dead": False,
+             "status": "PROVISIONING", "runtime_since": None, "container": None, "container_t0": None, "ssh_enabled": False, "ssh_dead": False,
              "terminated_at": None, "listed": True, "workspace": workspace, "body": body}
         self.pods[pid] = p
         return 201, self.pod_json(p)

@@ -53,13 +53,19 @@ def test_forecast_hides_the_download_behind_the_setup_only_where_it_fits():
     life = LIFE
     jobs = [podbill.PodJob("gen", 1000, "gen", in_mb=14, out_mb=28), podbill.PodJob("score", 200, "score")]
     weights = {"gen": 15.0, "score": 20.0}  # GB: 300 s and 400 s at 50 MB/s
-    over = podbill.forecast(jobs, life, weights, repo_mb=0, hourly_usd=1.0)
+    over = podbill.forecast(jobs, life, weights, repo_mb=0, hourly_usd=1.0, fetch_at="sync")
+    early = podbill.forecast(jobs, life, weights, repo_mb=0, hourly_usd=1.0, fetch_at="container")
     serial = podbill.forecast(jobs, life, weights, repo_mb=0, hourly_usd=1.0, overlap_download=False)
     dl = {m: life.download_s(gb) for m, gb in weights.items()}
     assert serial["idle_s"]["download"] == pytest.approx(dl["gen"] + dl["score"], abs=0.1)
     # beside the setup: the first job waits for its weights past the setup and its upload; the scorer's
     # download runs under the generator's job
     assert over["idle_s"]["download"] == pytest.approx(dl["gen"] - life.setup_s - 1.0, abs=0.1)
+    # from the container's start: the stale-ssh window's 90 s of the download are under the ready window
+    assert early["idle_s"]["download"] == pytest.approx(dl["gen"] - life.ssh_stale_s - life.setup_s - 1.0, abs=0.1)
+    assert over["billed_s"] - early["billed_s"] == pytest.approx(life.ssh_stale_s, abs=0.2)
+    assert early["floor_container_s"] == pytest.approx(
+        life.pull_s + life.runtime_null_s + max(dl["gen"], life.ssh_stale_s + life.setup_s) + 1200 + life.teardown_s, abs=0.1)
     assert over["billed_s"] == pytest.approx(over["gpu_s"] + sum(over["idle_s"].values()), abs=0.2)
     assert over["floor_s"] == pytest.approx(life.pull_s + max(life.setup_s, dl["gen"]) + 1200 + life.teardown_s, abs=0.1)
     assert over["cost_usd"] == pytest.approx(over["billed_s"] / 3600, abs=1e-3)
@@ -100,9 +106,10 @@ def test_the_standin_pod_bills_from_creation_through_the_pull_and_the_null_runti
 
 def test_a_pod_run_on_the_standin_attributes_its_idle_and_keeps_it_under_twice_the_floor(built_copy, tmp_path,
                                                                                            loopback_sshd, tmp_path_factory):
-    """The executor against a stand-in playing config/pod_life.yaml at 1/50 time: the weights download runs
-    beside the setup, the run prints its bill beside the forecast with every idle second's cause, and the
-    idle seconds the stand-in billed (its clock, not wall time) stay under twice the unavoidable ones."""
+    """The executor against a stand-in playing config/pod_life.yaml at 1/50 time: the weights download starts
+    from the pod's start command while ssh does not answer yet, a job waits for it, the run prints its bill
+    beside the forecast with every idle second's cause, and the idle seconds the stand-in billed (its clock,
+    not wall time) stay under twice the unavoidable ones."""
     from runpod_standin import StandIn
     from test_pod_executor import VENV_PY, _cmd, _env, _strip_generate
     import subprocess
@@ -114,8 +121,10 @@ def test_a_pod_run_on_the_standin_attributes_its_idle_and_keeps_it_under_twice_t
         work = built_copy
         _strip_generate(work)
         podwork = "{repo}/tests/podwork.py"
+        # the fetch starts with the container, before the workflow's files are there: podwork from this checkout
         extra = ["--runpod-setup-command", f"{VENV_PY} tests/podwork.py setup",
-                 "--runpod-fetch-command", f"{VENV_PY} tests/podwork.py fetch OmniGen2/OmniGen2",
+                 "--runpod-fetch-command", f"{VENV_PY} {REPO / 'tests' / 'podwork.py'} fetch OmniGen2/OmniGen2",
+                 "--runpod-fetch-at", "container", "--runpod-image-start", str(standin.image_start),
                  "--runpod-remote-python", f"{VENV_PY} {podwork} job -- {VENV_PY}"]
         cmd = [c for c in _cmd(work, standin, "results/generate/A/views.json", extra=extra)]
         # the later --runpod-remote-python / --runpod-setup-command win over _cmd's own
@@ -133,7 +142,9 @@ def test_a_pod_run_on_the_standin_attributes_its_idle_and_keeps_it_under_twice_t
         setup = next(e for e in events if e[0] == "setup")
         download = next(e for e in events if e[0] == "download")
         jobs = [e for e in events if e[0] == "job"]
-        assert download[1] < setup[2], events  # the download started before the install ended
+        assert "HF_TOKEN" not in p["body"]["args"] and p["body"]["env"]["HF_TOKEN"] == FAKE_SECRETS["HF_TOKEN"]
+        # the download started with the container, inside the ready window (ssh not answering yet)
+        assert LIFE.pull_s < download[1] < LIFE.pull_s + LIFE.ready_s < setup[1], events
         assert jobs and all(j[1] >= download[2] - 1 for j in jobs), events  # a job waited for its weights
         billed = standin.billed_s(p)
         busy = podbill.attribute(events, 0.0, billed)["gpu_s"]
@@ -193,3 +204,96 @@ def test_the_standin_pods_rsync_moves_at_the_runbooks_bandwidth(loopback_sshd, t
         assert 1.0 <= moved[2] - moved[1] < 1.5, moved  # the bandwidth's second, not the loopback's speed
     finally:
         standin.close()
+
+
+def test_the_fetch_locks_hold_a_job_until_its_own_model_is_in_and_not_past_it(tmp_path):
+    """The pod's start command (fetch_script): the downloads run one after another in the background, each
+    holding its own lock; a job's `flock -s` on its model's lock waits for that download only and reads its
+    exit status; the image's own start holds no lock."""
+    import subprocess
+
+    from snakemake_executor_plugin_runpod.executor import fetch_script
+
+    env = {"PATH": "/usr/bin:/bin", "FOURLOOPS_WORKSPACE": str(tmp_path)}
+    root = tmp_path / "fourloops"
+    start = subprocess.Popen(["bash", "-c", fetch_script(["sleep 1; exit 3", "sleep 4"], "sleep 30")], env=env)
+    try:
+        time.sleep(0.5)
+
+        def wait(n, block=True):
+            return subprocess.run(["flock", "-s", *([] if block else ["-n"]), str(root / f"fetch-{n}.lock"), "cat",
+                                   str(root / f"fetch-{n}.rc")], capture_output=True, text=True, timeout=10)
+
+        assert wait(0, block=False).returncode == 1  # held: a job would wait
+        t0 = time.monotonic()
+        first = wait(0)
+        assert first.stdout.strip() == "3" and time.monotonic() - t0 > 0.2  # waited its download out, saw its exit
+        assert wait(1, block=False).returncode == 1  # the second model is still coming
+        assert wait(1).stdout.strip() == "0"
+        assert start.poll() is None  # the image's start still runs, without the locks
+        assert (root / "joblogs" / "fetch.log").exists()
+    finally:
+        start.kill()
+
+
+def test_a_start_command_that_never_runs_the_images_start_leaves_the_runtime_null(tmp_path):
+    """RFD 1140 in the stand-in: a pod whose start command does not hand over to the image's own start stays
+    RUNNING with a null runtime; one that does gets its runtime when its container starts."""
+    from runpod_standin import StandIn
+
+    scale = 0.005
+    standin = StandIn(None, tmp_path, FAKE_SECRETS["RUNPOD_API_KEY"], life=LIFE, time_scale=scale)
+    try:
+        client = runpod.Client(FAKE_SECRETS["RUNPOD_API_KEY"], standin.url)
+        body = {"image": "x@sha256:" + "0" * 64, "gpu": {"id": "NVIDIA A40", "count": 1}, "cloud": "SECURE"}
+        alone = client.create_pod({**body, "name": "fourloops-args-1", "args": "sleep 30"})
+        handed = client.create_pod({**body, "name": "fourloops-args-2",
+                                    "args": f"bash -c 'true; exec {standin.image_start}'"})
+        p = standin.pods[handed["id"]]
+        while standin.sim_s(p) < LIFE.pull_s + LIFE.runtime_null_s + 40:
+            time.sleep(0.05)
+        assert client.get_pod(alone["id"])["runtime"] is None
+        assert client.get_pod(handed["id"])["runtime"] is not None
+        assert standin.sim_s(p, p["runtime_since"]) == pytest.approx(LIFE.pull_s + LIFE.runtime_null_s, abs=25)
+        assert not standin.violations, standin.violations
+    finally:
+        standin.close()
+
+
+def test_the_download_order_puts_first_the_model_a_job_can_use_first():
+    """The scorer's grades wait on the generator's restyle: the generator's weights download first even when
+    the plan lists the grades first (downloads are serial: the other way round the restyle waits for both)."""
+    jobs = [("grades.csv", "pod", "score", ["restyle.png"]), ("views.json", "desk", "", []),
+            ("restyle.png", "pod", "gen", ["views.json"]), ("az000.png", "pod", "gen", ["views.json"])]
+    assert podbill.fetch_order(jobs) == ["gen", "score"]
+    assert podbill.fetch_order([("a", "pod", "score", []), ("b", "pod", "gen", [])]) == ["score", "gen"]  # plan order
+
+
+def test_a_free_pod_goes_to_the_waiting_job_whose_weights_come_first():
+    """Pool of one: of the jobs waiting, the pod goes to the lowest rank (the executor's: its model's place in the
+    download order), whatever order they asked in; equal ranks go in the order they asked."""
+    import threading
+
+    from snakemake_executor_plugin_runpod.pool import Pod, PodPool
+    import datetime as dt
+
+    pool = PodPool(1, start=lambda n: Pod(f"p{n}", f"p{n}", dt.datetime.now(dt.timezone.utc)), stop=lambda p: None,
+                   work_left=lambda: True, idle_teardown_s=600, close_wait_s=1, log=lambda m: None)
+    holder = pool.acquire(0)
+    got: list[str] = []
+
+    def job(name, rank):
+        pod = pool.acquire(rank)
+        got.append(name)
+        pool.release(pod)
+
+    threads = []
+    for name, rank in (("scorer", 1), ("generator-1", 0), ("generator-2", 0)):
+        threads.append(threading.Thread(target=job, args=(name, rank)))
+        threads[-1].start()
+        time.sleep(0.2)  # they ask in this order
+    pool.release(holder)
+    for t in threads:
+        t.join(10)
+    assert got == ["generator-1", "generator-2", "scorer"]
+    assert len(pool.pods) == 1  # one pod for all of them

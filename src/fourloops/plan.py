@@ -126,7 +126,8 @@ def build(workflow, machine_name: str) -> dict:
         t["cost_usd"] += cost
     bill = None
     if life is not None and any(r.profile == "pod" for r in rows):
-        bill = pod_bill(rows, life, view.facts, Path(workflow.basedir), float(machines["pod"].get("hourly_usd", 0.0)))
+        bill = pod_bill(rows, life, view.facts, Path(workflow.basedir), float(machines["pod"].get("hourly_usd", 0.0)),
+                        fetch_at=(machines["pod"].get("runpod") or {}).get("fetch_at", "container"))
     return {
         "machine": machine_name,
         "ok": verdict.ok,
@@ -163,12 +164,16 @@ def _moved_mb(job, life) -> tuple[float, float]:
     return mb(job.input), mb(products)
 
 
-def pod_bill(rows: list[PlannedJob], life, facts: dict, basedir: Path, hourly_usd: float) -> dict:
+def pod_bill(rows: list[PlannedJob], life, facts: dict, basedir: Path, hourly_usd: float,
+             fetch_at: str = "container") -> dict:
     """The whole bill of the plan's pod jobs on one pod, in the order a pool of one takes them (dependencies
-    first, then the plan's order): fixed costs, jobs, transfers, teardown (fourloops.podbill.forecast)."""
+    first, then the jobs whose model downloads first, then the plan's order): fixed costs, jobs, transfers,
+    teardown (fourloops.podbill.forecast)."""
     from snakemake_executor_plugin_runpod.transport import source_files
 
-    pod = [r for r in rows if r.profile == "pod"]
+    models = podbill.fetch_order([(r.output, r.profile, r.model, r.needs) for r in rows])  # the executor's
+    pod = sorted((r for r in rows if r.profile == "pod"),  # stable: then the plan's order
+                 key=lambda r: models.index(r.model) if r.model in models else 0)
     done = {r.output for r in rows if r.profile != "pod"}
     ordered = []
     while pod:  # a pod job after the pod jobs it needs
@@ -179,8 +184,9 @@ def pod_bill(rows: list[PlannedJob], life, facts: dict, basedir: Path, hourly_us
     jobs = [podbill.PodJob(r.output, r.seconds, r.model, r.in_mb, r.out_mb) for r in ordered]
     weights = {j.model: podbill.weights_gb(facts, j.model) for j in jobs if j.model}
     repo_mb = podbill.tree_mb(basedir, source_files(basedir))
-    bill = podbill.forecast(jobs, life, weights, repo_mb=repo_mb, hourly_usd=hourly_usd)
+    bill = podbill.forecast(jobs, life, weights, repo_mb=repo_mb, hourly_usd=hourly_usd, fetch_at=fetch_at)
     bill["order"] = [j.name for j in jobs]
+    bill["fetch_order"] = models
     return bill
 
 

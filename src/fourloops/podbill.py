@@ -3,8 +3,9 @@ a billed second went.
 
 RunPod bills from the image pull to the terminate; a pod bills while it waits. So a bill is the pod's fixed
 costs (pull, RUNNING with a null runtime and a stale ssh port, setup and the weights download), then per job
-its inputs up, its GPU seconds, its outputs down, then the teardown. The floor is what no scheduling can
-avoid: pull + max(setup, weights download) + GPU-busy + teardown.
+its inputs up, its GPU seconds, its outputs down, then the teardown. The floor (issue 23's) is
+pull + max(setup, weights download) + GPU-busy + teardown; with the download started by the container's own
+start command (before ssh answers) the pod's life gives a second one, `floor_container_s`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ REPO = Path(__file__).resolve().parents[2]
 LIFE_PATH = REPO / "config" / "pod_life.yaml"
 
 # The causes a billed second is given, in the order a sweep prefers when two overlap: a second in which a job
-# runs is GPU-busy whatever else moves; an upload during setup is the upload's.
+# runs is GPU-busy whatever else moves; an upload during setup is the upload's; a download while ssh does not
+# answer yet is the ready window's (the pod would wait for ssh without it).
 BUSY = "job"
 CAUSES = ("pull", "ready", "setup", "download", "transfer", "waiting", "teardown")
-_PRIORITY = (BUSY, "transfer", "setup", "download", "ready", "pull", "teardown")
+_PRIORITY = (BUSY, "transfer", "setup", "ready", "download", "pull", "teardown")
+FETCH_AT = ("container", "sync")  # when the weights download starts: the container's start, or after the sync
 FIGURES = ("image_gb", "pull_mb_s", "runtime_null_s", "ssh_stale_s", "wheels_gb", "setup_s", "hf_mb_s",
            "rsync_mb_s", "file_mb", "teardown_s")
 _RATES = ("pull_mb_s", "hf_mb_s", "rsync_mb_s")  # divided by: > 0
@@ -114,6 +117,30 @@ def tree_mb(basedir: Path, files: list[str]) -> float:
     return total / 1e6
 
 
+def fetch_order(jobs: list[tuple[str, str, str, list[str]]]) -> list[str]:
+    """The order a pod downloads the run's models in: first the model some job of which waits on no other pod
+    job (fewest pod jobs upstream), then first use in `jobs` (output, profile, model, needs).
+
+    Downloads are serial, so a model no job can use yet must not delay one that a job could use now (the
+    scorer's grades need the generator's restyle: the generator downloads first)."""
+    by_out = {o: (prof, needs) for o, prof, _, needs in jobs}
+    depth: dict[str, int] = {}
+
+    def upstream(out: str, seen=()) -> int:  # pod jobs on the longest chain above `out`
+        if out not in depth:
+            prof, needs = by_out[out]
+            depth[out] = max((upstream(n, seen + (out,)) + (by_out[n][0] == "pod")
+                              for n in needs if n in by_out and n not in seen), default=0)
+        return depth[out]
+
+    first: dict[str, tuple[int, int]] = {}
+    for i, (out, prof, model, _) in enumerate(jobs):
+        if prof == "pod" and model:
+            key = (upstream(out), i)
+            first[model] = min(first.get(model, key), key)
+    return sorted(first, key=first.get)
+
+
 # ------------------------------------------------------------------------------------------------ forecast
 @dataclass(frozen=True)
 class PodJob:
@@ -127,11 +154,15 @@ class PodJob:
 
 
 def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, repo_mb: float, hourly_usd: float,
-             overlap_download: bool = True) -> dict:
-    """The bill of running `jobs` in order on one pod: seconds per cause, the floor and the cost.
+             overlap_download: bool = True, fetch_at: str = "container") -> dict:
+    """The bill of running `jobs` in order on one pod: seconds per cause, the floors and the cost.
 
-    `weights`: GB per model key. With `overlap_download`, every model's download starts with the setup; a job
-    waits only for its own model. Without it, each model downloads before its first job, after the setup."""
+    `weights`: GB per model key. With `overlap_download`, every model downloads one after another from
+    `fetch_at`: "container" (the pod's start command, when its runtime appears: the stale-ssh window and the
+    repo's sync before the setup) or "sync" (with the setup); a job waits only for its own model. Without it,
+    each model downloads before its first job, after the setup."""
+    if fetch_at not in FETCH_AT:
+        raise ValueError(f"fetch_at = {fetch_at!r} is not allowed: expected one of {', '.join(FETCH_AT)}")
     causes = dict.fromkeys(CAUSES, 0.0)
     causes["pull"] = life.pull_s
     causes["ready"] = life.ready_s
@@ -142,7 +173,9 @@ def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, re
     t = 0.0  # seconds since the setup began
     if overlap_download:
         # downloads run one after another from t = 0, beside the setup; job i starts when its model is in
-        ready_at, acc = {}, 0.0
+        # t = 0 is the setup's start; the container starts the ssh-stale window and the repo's sync before it
+        ready_at = {}
+        acc = -(life.ssh_stale_s + life.transfer_s(repo_mb)) if fetch_at == "container" else 0.0
         for m in sorted(first_of, key=first_of.get):
             acc += life.download_s(weights[m])
             ready_at[m] = acc
@@ -159,16 +192,25 @@ def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, re
         causes["transfer"] += sum(life.transfer_s(j.in_mb) + life.transfer_s(j.out_mb) for j in jobs)
     causes["teardown"] = life.teardown_s
     gpu = sum(j.seconds for j in jobs)
-    billed = gpu + sum(causes.values())
-    floor = floor_s(life, weights[models[0]] if models else 0.0, gpu)
-    return {"billed_s": round(billed, 1), "gpu_s": round(gpu, 1), "idle_s": {k: round(v, 1) for k, v in causes.items()},
-            "floor_s": round(floor, 1), "cost_usd": round(billed / 3600.0 * hourly_usd, 4), "hourly_usd": hourly_usd,
+    idle = {k: round(v, 1) for k, v in causes.items()}
+    billed = round(gpu, 1) + sum(idle.values())  # the shown parts add up to the shown bill
+    first_gb = weights[models[0]] if models else 0.0
+    return {"billed_s": round(billed, 1), "gpu_s": round(gpu, 1), "idle_s": idle,
+            "floor_s": round(floor_s(life, first_gb, gpu), 1),
+            "floor_container_s": round(floor_container_s(life, first_gb, gpu, repo_mb), 1), "fetch_at": fetch_at, "cost_usd": round(billed / 3600.0 * hourly_usd, 4), "hourly_usd": hourly_usd,
             "pods": 1, "weights_gb": {m: round(weights[m], 2) for m in first_of}, "repo_mb": round(repo_mb, 1)}
 
 
 def floor_s(life: PodLife, first_download_gb: float, gpu_s: float) -> float:
     """What no scheduling avoids: the pull, the longer of setup and the first model's download, the GPU, the teardown."""
     return life.pull_s + max(life.setup_s, life.download_s(first_download_gb)) + gpu_s + life.teardown_s
+
+
+def floor_container_s(life: PodLife, first_download_gb: float, gpu_s: float, repo_mb: float) -> float:
+    """The floor when the download starts with the container: the pull and the null runtime (no container yet)
+    are unavoidable, then the longer of the first model's download and (stale ssh, the repo's sync, the setup)."""
+    return (life.pull_s + life.runtime_null_s + gpu_s + life.teardown_s
+            + max(life.download_s(first_download_gb), life.ssh_stale_s + life.transfer_s(repo_mb) + life.setup_s))
 
 
 # ------------------------------------------------------------------------------------------------ attribution

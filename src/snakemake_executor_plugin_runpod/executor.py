@@ -7,6 +7,9 @@ How a run goes:
   COMMUNITY on "no instances"), with a per-run ed25519 key as PUBLIC_KEY and HF_TOKEN in the pod's own
   environment. Ready = status RUNNING, runtime not null, ssh.direct set, and `ssh ... true` succeeds
   over direct TCP. Then, once per pod: the workflow's files are rsynced and the setup command runs.
+- The weights download (`fetch`) starts once per pod under a lock on the pod: from the pod's start command
+  as the container starts (`fetch_at: container`, before ssh answers; it then execs the image's own start),
+  or over ssh after the sync (`fetch_at: sync`). Each pod job's first step waits for that lock.
 - Per job: rsync the inputs up, run Snakemake's own remote job command over ssh, rsync outputs, logs
   and benchmarks back (provenance records are outputs here).
 - A job of the `container` profile (the Dataflow Compiler) goes to a pod when machines.yaml's container is
@@ -56,6 +59,22 @@ from .transport import Transport, source_files
 
 EXECUTOR_NAME = "runpod"
 PY_TOKEN = "__FOURLOOPS_REMOTE_PYTHON__"  # replaced by the pod's python once the pod's paths are known
+# The pod's fourloops root before the executor has asked the pod (as on_pod's `pod.root` once it has).
+POD_ROOT_SH = '"${FOURLOOPS_WORKSPACE:-/workspace}/fourloops"'
+
+
+def fetch_script(fetches: list[str], then: str = "") -> str:
+    """Shell that takes one lock per download (fetch-N.lock under the pod's fourloops root), runs the downloads
+    one after another in the background, each releasing its lock as it ends (its exit status to fetch-N.rc,
+    the output to joblogs/fetch.log), then `then` holding none: a job waits with `flock -s` on its own model's."""
+    fds = [10 + i for i in range(len(fetches))]
+    take = "".join(f'exec {fd}>"$W/fetch-{i}.lock"; flock -x {fd}; ' for i, fd in enumerate(fds))
+    run = "".join(f'( cd "$W" && {f} ); echo $? > "$W/fetch-{i}.rc"; exec {fd}>&-; '
+                  for i, (f, fd) in enumerate(zip(fetches, fds)))
+    close = " ".join(f"{fd}>&-" for fd in fds)
+    return (f'W={POD_ROOT_SH}; mkdir -p "$W/joblogs"; rm -f "$W"/fetch-*.rc; {take}'
+            f'{{ {run}}} > "$W/joblogs/fetch.log" 2>&1 < /dev/null & '
+            + (f"exec {then} {close}" if then else f"exec {close}"))
 
 
 def on_pod(desk_command: str, basedir: Path, pod: Pod, python_template: str) -> str:
@@ -108,6 +127,7 @@ class Executor(RemoteExecutor):
         )
         self.teardowns: list[runpod.Teardown] = []
         self.pods_seen: list[Pod] = []  # every pod of the run, for the bill's summary
+        self.job_rank: dict[str, int] = {}  # pod job output -> its model's place in the download order
         self.forecast, self.fetch_models = self._forecast()
         self.jobs = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.settings.pool_size) * 2)
         self.next_seconds_between_status_checks = 1
@@ -154,13 +174,19 @@ class Executor(RemoteExecutor):
         except Exception as err:  # a forecast is a report: the run goes on without it
             self.log(f"runpod: no bill forecast ({type(err).__name__}: {err})", warning=True)
             return None, []
-        keys = [j["model"] for j in planned["jobs"] if j["profile"] == "pod" and j["model"]]
-        ids = [view.facts["models"].get(k, {}).get("id") for k in dict.fromkeys(keys)]
+        from fourloops.podbill import fetch_order
+
+        order = [k for k in fetch_order([(j["output"], j["profile"], j["model"], j["needs"]) for j in planned["jobs"]])
+                 if view.facts["models"].get(k, {}).get("id")]  # a hub model: a local directory is not downloaded
+        ids = [view.facts["models"][k]["id"] for k in order]
+        # a pod job's rank for the pool and its fetch lock: its model's place in the download order
+        self.job_rank = {j["output"]: order.index(j["model"]) for j in planned["jobs"]
+                         if j["profile"] == "pod" and j["model"] in order}
         bill = planned.get("pod_bill")
         if bill:
             self.log(f"runpod: forecast bill {bill['billed_s']:.0f} s (${bill['cost_usd']:.4f}), of it "
                      f"{bill['gpu_s']:.0f} s GPU-busy; floor {bill['floor_s']:.0f} s")
-        return bill, [i for i in ids if i]
+        return bill, ids
 
     def _pending_profiles(self) -> set[str]:
         """The profile tags of the jobs this run still has to do."""
@@ -192,11 +218,18 @@ class Executor(RemoteExecutor):
                 env[var] = os.environ[var]
         spec = self.pod_spec
         body = {"name": name, "image": spec.image, "disk": spec.disk_gb, "ports": list(spec.ports), "env": env}
+        fetch = self._fetch_commands() if self.settings.fetch_at == "container" else []
+        if fetch:  # the container's start command: the download from the container's first second, then the image's own start
+            body["args"] = shlex.join(["bash", "-c", fetch_script(fetch, self.settings.image_start)])
         self.log(f"runpod: creating pod {name} ({spec.disk_gb} GB container disk, no volume, {spec.image})")
         t_create = time.monotonic()
         created = runpod.create_with_fallback(self.client, body, list(spec.gpus), list(spec.cloud_types), log=self.log)
         pod = Pod(created["id"], name, runpod.parse_time(created.get("createdAt")) or dt.datetime.now(dt.timezone.utc),
-                  t_create=t_create)
+                  t_create=t_create, fetching=bool(fetch))
+        if fetch:
+            models = ", ".join(self.fetch_models) or "as the fetch command says"
+            self.log(f"runpod: pod {pod.id} downloads the weights ({models}) from its start command, then runs "
+                     f"{self.settings.image_start}")
         self.pods_seen.append(pod)
         self.record.add(pod.id, name)
         self.log(f"runpod: pod {pod.id} created ({created.get('gpu', {}).get('id')}, {created.get('cloud')}); "
@@ -256,7 +289,8 @@ class Executor(RemoteExecutor):
         if up.returncode != 0:
             raise WorkflowError(f"runpod: syncing the workflow to {pod.id} failed: {redact(up.stderr[-2000:])}")
         pod.spent("transfer", t_up)
-        self._start_fetch(pod)
+        if self.settings.fetch_at == "sync":
+            self._start_fetch(pod)
         setup = self.settings.setup_command.format(workspace=pod.workspace, root=pod.root, repo=pod.repo)
         t_setup = time.monotonic()
         done = self.transport.ssh(pod, f"cd {shlex.quote(pod.repo)} && ( {setup} ) > ../joblogs/setup.log 2>&1",
@@ -267,25 +301,51 @@ class Executor(RemoteExecutor):
             raise WorkflowError(f"runpod: pod setup failed on {pod.id} (exit {done.returncode}):\n{redact(tail)}")
         self.log(f"runpod: pod {pod.id} set up in {time.monotonic() - t0:.0f} s ({len(files)} workflow files)")
 
+    def _fetch_commands(self) -> list[str]:
+        """The configured weights download for the pod's shell: with {models}, one per model in the download
+        order (each its own lock: a job waits only for its model); without, one for every job. [] for none."""
+        fetch = self.settings.fetch_command
+        if not fetch.strip() or ("{models}" in fetch and not self.fetch_models):
+            return []
+        paths = {"workspace": '"${FOURLOOPS_WORKSPACE:-/workspace}"', "root": '"$W"'}
+        if "{models}" not in fetch:
+            return [fetch.format(models="", **paths)]
+        return [fetch.format(models=shlex.quote(m), **paths) for m in self.fetch_models]
+
+    def _fetch_lock(self, job: JobExecutorInterface) -> int | None:
+        """Which fetch lock a pod job waits on: its model's (by the download order), the only one, or none."""
+        if "{models}" not in self.settings.fetch_command:
+            return 0
+        return self.job_rank.get(str(job.output[0]) if len(job.output) else "")
+
     def _start_fetch(self, pod: Pod) -> None:
-        """The weights download, beside the setup (a job that needs them waits for them on the pod)."""
-        if not self.settings.fetch_command.strip() or ("{models}" in self.settings.fetch_command and not self.fetch_models):
+        """fetch_at sync: the weights download over ssh, beside the setup; back once it holds the fetch locks."""
+        fetch = self._fetch_commands()
+        if not fetch:
             return
-        fetch = self.settings.fetch_command.format(workspace=pod.workspace, root=pod.root, repo=pod.repo,
-                                                   models=" ".join(shlex.quote(m) for m in self.fetch_models))
-        command = f"cd {shlex.quote(pod.repo)} && ( {fetch} ) > ../joblogs/fetch.log 2>&1"
-
-        def run() -> None:
-            t0 = time.monotonic()
-            res = self.transport.ssh(pod, command, timeout=6 * 3600, track=True)
-            pod.spent("download", t0)
-            if res.returncode != 0 and pod.healthy and not self._cancel.is_set():
-                self.log(f"runpod: the weights download on {pod.id} exited {res.returncode} (joblogs/fetch.log); "
-                         "each job downloads what it still lacks", warning=True)
-
-        threading.Thread(target=run, daemon=True).start()
+        res = self.transport.ssh(pod, fetch_script(fetch), timeout=60)
+        if res.returncode != 0:
+            self.log(f"runpod: the weights download could not start on {pod.id} (exit {res.returncode}: "
+                     f"{redact(res.stderr.strip()[-300:])}); each job downloads what it lacks", warning=True)
+            return
+        pod.fetching = True
         self.log(f"runpod: downloading the weights ({', '.join(self.fetch_models) or 'as the fetch command says'}) on "
                  f"{pod.id} beside the setup")
+
+    def _await_weights(self, pod: Pod, job: JobExecutorInterface) -> None:
+        """Before a job: wait for its model's download (its fetch lock) unless one did already; billed `download`."""
+        n = self._fetch_lock(job)
+        if not pod.fetching or n is None or n in pod.weights_in:
+            return
+        t0 = time.monotonic()
+        lock, rc = shlex.quote(f"{pod.root}/fetch-{n}.lock"), shlex.quote(f"{pod.root}/fetch-{n}.rc")
+        res = self.transport.ssh(pod, f"flock -s {lock} cat {rc}", timeout=6 * 3600, track=True)
+        pod.spent("download", t0)
+        pod.weights_in.add(n)
+        if (res.returncode != 0 or res.stdout.strip() != "0") and pod.healthy and not self._cancel.is_set():
+            self.log(f"runpod: the weights download on {pod.id} did not finish cleanly (exit "
+                     f"{res.stdout.strip() or res.returncode}; {pod.joblogs}/fetch.log); each job downloads what it "
+                     "still lacks", warning=True)
 
     def teardown(self, pod: Pod) -> None:
         if pod.t_end is None:
@@ -338,7 +398,7 @@ class Executor(RemoteExecutor):
 
     def _run_remote(self, job: JobExecutorInterface, desk_command: str) -> tuple[bool, str]:
         try:
-            pod = self.pool.acquire()
+            pod = self.pool.acquire(self.job_rank.get(str(job.output[0]) if len(job.output) else "", 0))
         except Exception as err:
             return False, redact(str(err))
         try:
@@ -360,6 +420,7 @@ class Executor(RemoteExecutor):
         if up.returncode != 0:
             self._check_alive(pod)
             return False, f"runpod: syncing inputs to {pod.id} failed: {redact(up.stderr[-1500:])}"
+        self._await_weights(pod, job)
         rlog = f"{pod.joblogs}/{job.name}-{job.jobid}-{self.run_id}.log"
         invocation = redact(os.environ.get("FOURLOOPS_INVOCATION", ""))  # the desk's command, for provenance
         dfc_env, venv_log = "", None

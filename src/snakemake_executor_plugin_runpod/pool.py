@@ -29,6 +29,9 @@ class Pod:
     t_create: float = field(default_factory=time.monotonic)
     t_end: float | None = None  # terminate sent: billing stops
     timeline: list = field(default_factory=list)
+    fetching: bool = False  # weights downloads were started under the pod's fetch locks
+    weights_in: set = field(default_factory=set)  # the fetch locks a job has waited out
+
 
     def spent(self, cause: str, t0: float, t1: float | None = None) -> None:
         self.timeline.append((cause, t0, time.monotonic() if t1 is None else t1))
@@ -70,32 +73,44 @@ class PodPool:
         self.counter = 0
         self.closed = False
         self.tearing = 0  # teardowns in flight in other threads (idle / unhealthy pods)
+        self.waiting: set[tuple[int, int]] = set()  # (rank, arrival) of the jobs waiting for a pod
+        self.asked = 0
 
-    def acquire(self) -> Pod:
+    def acquire(self, rank: int = 0) -> Pod:
+        """A free pod for one job. Of the jobs waiting, a free pod goes to the lowest `rank` (then the first to
+        ask): the executor ranks a job by when its model's weights come in, so a job never waits for weights
+        while another one could run."""
         with self.cond:
-            while True:
-                if self.closed:
-                    raise WorkflowError("the run is shutting down")
-                for pod in self.pods:
-                    if not pod.busy and pod.healthy:
-                        pod.busy = True
-                        return pod
-                if len(self.pods) + self.creating < self.size:
-                    self.creating += 1
-                    self.counter += 1
-                    n = self.counter
-                    break
-                self.cond.wait(1.0)
-        try:
-            pod = self.start(n)
-        finally:
-            with self.cond:
-                self.creating -= 1
+            self.asked += 1
+            me = (rank, self.asked)
+            self.waiting.add(me)
+            try:
+                while True:
+                    if self.closed:
+                        raise WorkflowError("the run is shutting down")
+                    free = [p for p in self.pods if not p.busy and p.healthy]
+                    if free and me == min(self.waiting):
+                        free[0].busy = True
+                        return free[0]
+                    if not free and len(self.pods) + self.creating < self.size:
+                        self.creating += 1
+                        self.counter += 1
+                        n = self.counter
+                        self.cond.release()
+                        try:  # the new pod joins the pool free: the best-ranked waiter takes it
+                            pod = self.start(n)
+                        finally:
+                            self.cond.acquire()
+                            self.creating -= 1
+                            self.cond.notify_all()
+                        pod.last_used = time.monotonic()
+                        self.pods.append(pod)
+                        self.cond.notify_all()
+                        continue
+                    self.cond.wait(1.0)
+            finally:
+                self.waiting.discard(me)
                 self.cond.notify_all()
-        with self.cond:
-            pod.busy = True
-            self.pods.append(pod)
-        return pod
 
     def release(self, pod: Pod) -> None:
         with self.cond:

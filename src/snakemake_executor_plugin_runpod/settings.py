@@ -80,9 +80,24 @@ class ExecutorSettings(ExecutorSettingsBase):
     )
     fetch_command: str = _setting(
         "", machines_key="fetch",
-        help="command started once per pod beside the setup, downloading the weights the run's pod jobs load "
-             "({models}: their hub ids; {workspace}, {root}, {repo} expand); empty: the first job downloads them.",
-        allowed="a command (or empty)", check=lambda v: True,
+        help="command started once per pod (see --runpod-fetch-at), downloading the weights the run's pod jobs "
+             "load ({models}: their hub ids; {workspace}, {root} expand); each pod job waits for it; empty: the "
+             "first job downloads them.",
+        allowed="a command (or empty) without {repo} (the workflow's files are not on the pod when it starts)",
+        check=lambda v: "{repo}" not in v,
+    )
+    fetch_at: str = _setting(
+        "container", machines_key="fetch_at",
+        help="when the fetch command starts: `container`, from the pod's start command (its v2 `args`) as the "
+             "container starts, before ssh answers, then the image's own start (--runpod-image-start); `sync`, "
+             "over ssh once the workflow's files are synced, beside the setup.",
+        allowed="container or sync", check=lambda v: v in ("container", "sync"),
+    )
+    image_start: str = _setting(
+        "/start.sh", machines_key="image_start",
+        help="the image's own start command, which the pod's start command execs after starting the fetch "
+             "(runpod/base: /start.sh starts sshd with PUBLIC_KEY and the RunPod agent's plumbing).",
+        allowed="a non-empty command", check=lambda v: bool(v.strip()),
     )
     dfc_python: str = _setting(
         "python3.10", machines_key="dfc_python",
