@@ -10,7 +10,6 @@ holds only those probes, so it reads nothing of the jobs it is compared with. --
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -72,15 +71,7 @@ def table(run_dir: Path) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir", type=Path)
-    ap.add_argument("--write", action="store_true")
-    args = ap.parse_args(argv)
-    text = table(args.run_dir)
-    if args.write:
-        (args.run_dir / "forecast.md").write_text(text)
-    print(text)
-    return 0
+    return gpu_table.cli(table, "forecast.md", __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -108,16 +108,21 @@ def summary(body: list[dict]) -> list[str]:
     ]
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cli(make, name: str, doc: str, argv=None) -> int:
+    """RUN_DIR [--write]: print `make(RUN_DIR)`; --write also puts it beside the records as `name`."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args(argv)
-    text = table(args.run_dir)
+    text = make(args.run_dir)
     if args.write:
-        (args.run_dir / "table.md").write_text(text)
+        (args.run_dir / name).write_text(text)
     print(text)
     return 0
+
+
+def main(argv=None) -> int:
+    return cli(table, "table.md", __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -304,3 +304,11 @@ def get_lora_embeddings_params(wildcards):
 
 def get_lora_train_params(wildcards):
     return model_sets.lora_train(config)
+
+
+def planned(*args):
+    """fourloops.plan.planned for rules/report.smk's run_plan, imported only when that job is in the DAG (its
+    walls, pods and levers cost every other parse ~10 ms)."""
+    from fourloops.plan import planned as plan_of
+
+    return plan_of(*args)

@@ -2,14 +2,6 @@
 #   snakemake report_contents && snakemake --report report.html report_contents
 
 
-def planned(*args):
-    """fourloops.plan.planned, imported only when the run_plan job is in the DAG (its walls, pods and levers
-    cost every other parse ~10 ms)."""
-    from fourloops.plan import planned as plan_of
-
-    return plan_of(*args)
-
-
 rule ladder_table:
     input:
         table="results/ladder.csv",

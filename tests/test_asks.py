@@ -124,14 +124,18 @@ def test_a_probe_on_the_target_machine_gives_the_forecast_seconds_and_another_ma
 
 
 # ------------------------------------------- what the driver sees, per kind of process (bench/walls_fit.py)
-@pytest.fixture(scope="module")
-def walls_fit():
+def _bench(name: str):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("walls_fit", REPO / "bench" / "walls_fit.py")
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="module")
+def walls_fit():
+    return _bench("walls_fit")
 
 
 def test_the_committed_walls_table_regenerates_from_the_committed_records(walls_fit):
@@ -166,12 +170,7 @@ def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_f
     assert quoted and all(q in readme for q in quoted), quoted
 
 
-def test_the_gpu_run_table_puts_each_jobs_ask_beside_what_the_driver_saw_and_flags_any_below(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpu_table", REPO / "bench" / "gpu_table.py")
-    gpu_table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_table)
+def test_the_gpu_run_table_puts_each_jobs_ask_beside_what_the_driver_saw_and_flags_any_below(tmp_path, gpu_table):
     prov = tmp_path / "run" / "sizing" / "results" / "provenance"
     (prov / "generate").mkdir(parents=True)
     (prov / "fit").mkdir()
@@ -198,12 +197,7 @@ GPU_RUN = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02"
 
 @pytest.fixture(scope="module")
 def gpu_table():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpu_table", REPO / "bench" / "gpu_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _bench("gpu_table")
 
 
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table):
@@ -247,12 +241,7 @@ def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_proce
 
 
 def test_the_committed_forecast_table_regenerates_and_the_readme_quotes_it():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gpu_forecast", REPO / "bench" / "gpu_forecast.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    text = mod.table(GPU_RUN)
+    text = _bench("gpu_forecast").table(GPU_RUN)
     assert text == (GPU_RUN / "forecast.md").read_text()
     (line,) = [x[2:] for x in text.split("## Summary\n", 1)[1].splitlines() if x.startswith("- ")]
     assert line in (REPO / "README.md").read_text()
