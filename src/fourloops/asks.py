@@ -173,11 +173,8 @@ class Measurements:
             # a probe without a peak (a CPU run, a configuration that failed) still times its machine
             out.probes.setdefault(key, []).append({**rec, "path": str(path)})
             out._saw(key, rec.get("peak_nvml_process_gib"), f"NVML peak of the probe on {rec.get('machine_name', '?')}, {path}")
-        walls = {}  # a probe file -> the wall seconds of the probe_model job that wrote it (its provenance)
-        for record in (index if index is not None else records.index(root)).records:
-            if record.rule == "probe_model" and record.data.get("wall_seconds") is not None:
-                for o in record.data.get("outputs") or []:
-                    walls[os.path.normpath(str(root / o["path"]))] = float(record.data["wall_seconds"])
+        index = index if index is not None else records.index(root)
+        for record in index.records:
             peak = record.data.get("peak_vram_gib")
             key = measures(record.rule, record.data) if peak is not None else None
             if key:
@@ -185,10 +182,12 @@ class Measurements:
                 out.history[key] = Figure(float(peak), f"measured: provenance {where} ({record.data.get('started', '?')})")
             if key:
                 out._saw(key, record.data.get("nvml_peak_gib"), f"NVML peak of the job, provenance {root / record.path}")
-        for recs in out.probes.values():
+        for recs in out.probes.values():  # the wall seconds of the job that wrote each probe file
             for rec in recs:
-                if (wall := walls.get(os.path.normpath(rec["path"]))) is not None:
-                    rec["job_wall_seconds"] = wall
+                walls = [r.data["wall_seconds"] for r, _ in index.producers(os.path.relpath(rec["path"], root))
+                         if r.data.get("wall_seconds") is not None]
+                if walls:
+                    rec["job_wall_seconds"] = float(walls[-1])
         return out
 
     def _saw(self, key: str, gib, source: str) -> None:
