@@ -278,7 +278,7 @@ def overhead(facts: dict, kind: str) -> tuple[float, float]:
             float(over.get("cuda_context_gib", facts.get("cuda_context_gib", 0.0))))
 
 
-def _with_context(facts: dict, fig: Figure, kind: str = "inference") -> Figure:
+def with_context(facts: dict, fig: Figure, kind: str = "inference") -> Figure:
     """What the driver sees of a process of `kind` whose torch peak is `fig`: the allocator's slack and the CUDA
     context, as models.yaml's records show them for that kind (bench/walls_fit.py)."""
     reserve, ctx = overhead(facts, kind)
@@ -298,7 +298,7 @@ def _card(facts: dict, measured, machine: str, device: str, key: str, name: str,
           kind: str = "inference") -> tuple[Figure, tuple]:
     """VRAM and devices of a model on `device`: measured beats estimated, plus the process's overhead; none on the CPU."""
     if _cuda(device):
-        fig = _with_context(facts, _peak(facts, measured, machine, key, name, estimate), kind)
+        fig = with_context(facts, _peak(facts, measured, machine, key, name, estimate), kind)
         return (measured.at_least_seen(key, fig) if measured is not None else fig), ("cuda",)
     return Figure(0.0, "cpu device: no VRAM"), ()
 
@@ -476,7 +476,7 @@ def text_encoder_ask(facts: dict, job: dict, *, n_prompts: int = 1) -> Ask:
         gib = component_gib(facts, model, "text_encoder", dtype)
         fig = Figure(gib, f"estimate: text_encoder ({dtype}) {gib:.2f}")
     if _cuda(job["device"]):
-        vram, devices = _with_context(facts, fig, process_kind("text_encoder", dtype)), ("cuda",)
+        vram, devices = with_context(facts, fig, process_kind("text_encoder", dtype)), ("cuda",)
     else:
         vram, devices = Figure(0.0, "cpu device: no VRAM"), ()
     te = component_gib(facts, model, "text_encoder", "bf16")
@@ -528,7 +528,7 @@ def offload_ask(facts: dict, gen: dict, ask: Ask) -> Ask | None:
     largest = max(comps, key=lambda c: component_gib(facts, model, c, precision))
     gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resident=[largest],
                                    resolution=size)
-    vram = _with_context(facts, Figure(gib, "estimate, offload (models.yaml offload): "
+    vram = with_context(facts, Figure(gib, "estimate, offload (models.yaml offload): "
                                        + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())),
                          process_kind("generator", precision))
     host = float(facts["stages"]["generate_host_gib"])

@@ -31,7 +31,7 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
     on_card = str(params["device"]).startswith("cuda")
     # on the card, what the driver sees of an inference process over its torch peak (the whole-DAG H200 run of
     # 2026-12-02 saw 16.20 GiB for omnigen2's 14.54 GiB of weights: the context and the pool's slack)
-    vram = asks._with_context(ctx.facts, asks.Figure(gib, source)) if on_card else asks.Figure(0.0, source + " (cpu)")
+    vram = asks.with_context(ctx.facts, asks.Figure(gib, source)) if on_card else asks.Figure(0.0, source + " (cpu)")
     return asks.Ask(
         vram=vram,
         ram=asks.Figure((0.0 if on_card else gib) + min(gib, 10.0) + host,
