@@ -54,54 +54,77 @@ git_ready() {  # the copied tree's .git may be missing or name another commit (2
 all() {
   env_gpu
   mkdir -p "$RUN"
-  say "machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -V
+  say "machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -V; df -h "$REPO" | tail -1
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .wheels/*.whl \
     || { say "wheel install failed"; touch "$RUN/done"; return 1; }
-  python3 -c 'import torch, snakemake, transformers, diffusers, bitsandbytes, omnigen2; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  python3 -c 'import torch, snakemake, transformers, diffusers, bitsandbytes, omnigen2, onnxoptimizer; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   git_ready && say "code $(git rev-parse HEAD) dirty=$(git status --porcelain --untracked-files=no | wc -l)" || say "no git"
   say "probe (builds the sizing models, then one probe per component on this machine)"
   python3 -m snakemake "${PROFILE[@]}" probe
-  say "plan (the forecast, before the run)"
-  python3 -m fourloops.cli plan "${PROFILE[@]}" --json "${TARGETS[@]}" > "$RUN/plan-before.json"
-  say "the DAG"
-  python3 -m snakemake "${PROFILE[@]}" "${TARGETS[@]}"
-  cp "$RUN/plan-before.json" sizing/ 2>/dev/null
-  python3 bench/gpu_table.py sizing | tail -25   # in the log too, should the transfer fail
-  collect dag
-  say "held-out probes"
-  local work=$RUN/heldout; mkdir -p "$work/models"
-  for c in omnigen2 detector scorer; do ln -sfn "$REPO/sizing/models/sizing/$c" "$work/models/$c"; done
-  python3 bench/sizing_gpu.py --work "$work" --out "$RUN/heldout/records" --size 1024 --references 2 \
-    --omnigen2-precisions bf16 --scorer-precisions --lora-steps bf16:precomputed:256:16 --timeout 300
-  python3 bench/sizing_gpu.py --work "$work" --out "$RUN/heldout/records" --references 2 \
-    --omnigen2-precisions nf4 --scorer-precisions bf16 --lora-steps fp32:precomputed:256:4 --timeout 300
+  heldout
   collect heldout
-  cap24
-  collect cap24
+  cap24_refused
+  say "plans before the capped run: the forecast (this machine's probes) and the desk walls' verdicts"
+  python3 -m fourloops.cli plan "${PROFILE[@]}" --json "${CAPPED[@]}" > "$RUN/plan-before.json"
+  python3 -m fourloops.cli plan "${PROFILE[@]}" --machine desk --json "${CAPPED[@]}" > "$RUN/plan-before-desk.json"
+  say "cap 24: the DAG's GPU jobs under a 24 GiB cap, each asked and admitted by the desk's walls"
+  FOURLOOPS_VRAM_CAP_GIB=24 python3 -m snakemake "${PROFILE[@]}" --config model_set=sizing machine=desk --resources vram_mb=24576 \
+    -- "${CAPPED[@]}" > "$RUN/cap24-admitted.log" 2>&1
+  echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
+  cp "$RUN"/plan-before*.json sizing/ 2>/dev/null
+  collect dag
+  qwen_image
+  collect qwen
   touch "$RUN/done"
 }
 
-cap24() {  # the walls' verdicts on the 24 GiB desk against what runs under a 24 GiB cap (FOURLOOPS_VRAM_CAP_GIB)
-  say "cap 24: jobs the desk walls refuse (the seeds' LoRA setup) run capped on this card"
-  cp -a sizing/results/provenance "$RUN/provenance-uncapped"
+# the capped run's targets: one plain and the LoRA condition, restyle -> keypoints -> drift, grades, the HEF export
+CAPPED=(results/generate/A/views.json results/generate/D/views.json results/drift/watercolor.csv
+        results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx)
+
+heldout() {  # configurations no fit used (memory only: few steps and items; each in its own process)
+  say "held-out probes"
+  local work=$RUN/heldout; mkdir -p "$work/models"
+  for c in omnigen2 detector scorer; do ln -sfn "$REPO/sizing/models/sizing/$c" "$work/models/$c"; done
+  local common=(--work "$work" --out "$RUN/heldout/records" --scorer-precisions --timeout 300)
+  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --steps 4 --items 1 --references 1 2 \
+    --omnigen2-precisions bf16 --no-detector
+  python3 bench/sizing_gpu.py "${common[@]}" --size 768 --steps 4 --items 1 --references 2 \
+    --omnigen2-precisions nf4 --no-detector
+  python3 bench/sizing_gpu.py "${common[@]}" --items 2 --omnigen2-precisions --detector-batches 1 4 8 \
+    --lora-steps bf16:precomputed:384:16 fp32:precomputed:768:4
+}
+
+cap24_refused() {  # the seeds' LoRA setup: the desk's walls refuse it; run capped on this card, it must fail
+  say "cap 24: a job the desk walls refuse (the seeds' LoRA setup), run capped on this card"
   python3 -m fourloops.cli plan "${PROFILE[@]}" --machine desk --json --configfile profiles/sizing-gpu/run.yaml \
     profiles/sizing-gpu/seeds-lora.yaml -- results/lora/camera.safetensors \
     > "$RUN/cap24-refused-plan.json" 2>"$RUN/cap24-refused-plan.err"
   FOURLOOPS_VRAM_CAP_GIB=24 python3 -m snakemake "${PROFILE[@]}" --configfile profiles/sizing-gpu/run.yaml \
     profiles/sizing-gpu/seeds-lora.yaml -- results/lora/camera.safetensors > "$RUN/cap24-refused.log" 2>&1
   echo "exit $?" >> "$RUN/cap24-refused.log"; tail -5 "$RUN/cap24-refused.log"
-  say "cap 24: every GPU job the desk walls admit, rerun capped"
-  FOURLOOPS_VRAM_CAP_GIB=24 python3 -m snakemake "${PROFILE[@]}" --config model_set=sizing machine=desk \
-    --forcerun generate restyle keypoints keypoints_generated keypoints_restyled lora_embeddings lora_train grades \
-    -- "${TARGETS[@]}" > "$RUN/cap24-admitted.log" 2>&1
-  echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
+  # its outputs are the seeds' LoRA's, not the run's: out of the way of the capped DAG
+  rm -rf sizing/results/lora/camera.safetensors sizing/results/lora/.camera*
+}
+
+qwen_image() {  # Qwen-Image-Edit-Plus (57 GB on disk: the other models go first): nf4 uncapped (its peak RSS is
+  # the RAM wall's question), then bf16 under the 24 GiB cap (the desk's walls refuse it: it must fail)
+  say "qwen_image_edit_plus: nf4 (peak RSS), then bf16 under a 24 GiB cap"
+  local work=$RUN/qwen; mkdir -p "$work/models"
+  rm -rf "$REPO/sizing/models"
+  python3 bench/sizing_gpu.py --work "$work" --out "$RUN/qwen/records" --omnigen2-precisions --scorer-precisions \
+    --no-detector --qwen-image-edit --only generator-qwen_image_edit_plus-nf4 --steps 4 --items 1 --references 1 \
+    --timeout 400
+  FOURLOOPS_VRAM_CAP_GIB=24 python3 bench/sizing_gpu.py --work "$work" --out "$RUN/qwen/records" \
+    --omnigen2-precisions --scorer-precisions --no-detector --qwen-image-edit --only generator-qwen_image_edit_plus-bf16 \
+    --steps 4 --items 1 --references 1 --timeout 300
 }
 
 collect() {  # what comes back: records, logs, benchmarks, tables (no images, no models)
   local name=$1
   say "collect $name"
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d plan-before.json heldout/records provenance-uncapped cap24-* 2>/dev/null) 2>/dev/null
+    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d plan-before*.json heldout/records qwen/records cap24-* 2>/dev/null) 2>/dev/null
   ls -la "$RUN"/*.tar.gz
 }
 

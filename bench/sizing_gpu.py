@@ -40,12 +40,14 @@ def configurations(args) -> list[dict]:
     models = Path(args.work) / "models"
     out = []
     for precision in args.omnigen2_precisions:
-        out.append({"name": f"generator-omnigen2-{precision}", "component": "generator", "build": "omnigen2",
+        out.append({"name": f"generator-omnigen2-{precision}" + ("" if args.size == 512 else f"-{args.size}"), "component": "generator", "build": "omnigen2",
                     "settings": {**gen, "backend": "omnigen2", "model": str(models / "omnigen2"), "precision": precision}})
     det = dict(cfg["keypoints"], device=args.device, resolution=args.detector_resolution,
-               weights=str(models / "detector" / "rfdetr-keypoint.pth"))
-    out.append({"name": f"detector-{args.detector_resolution}", "component": "detector", "build": "detector",
-                "settings": det})
+               weights=str(models / "detector" / "rfdetr-keypoint.pth"), images_per_call=args.detector_batches)
+    if not args.no_detector:
+        name = f"detector-{args.detector_resolution}" + ("" if args.detector_batches == [1] else
+                                                         "-b" + "-".join(map(str, args.detector_batches)))
+        out.append({"name": name, "component": "detector", "build": "detector", "settings": det})
     grades = yaml.safe_load((REPO / "config" / "schema.d" / "grades.yaml").read_text())["properties"]
     for precision in args.scorer_precisions:
         out.append({"name": f"scorer-qwen3_vl_8b-{precision}", "component": "scorer", "build": "scorer", "settings": {
@@ -91,12 +93,18 @@ def child(args) -> int:
     from fourloops.stages.probe import probe
 
     c = json.loads(args.child)
+    from fourloops import gpumem, provenance
+
+    cap = gpumem.apply_cap()  # FOURLOOPS_VRAM_CAP_GIB, as a job applies it (None when unset)
     refs = args.references if c["component"] == "generator" else (1,)
     extra = {} if c["component"] != "scorer" else {"prompt": prompts()[-1]}  # a restyle instruction to grade
     rec = probe(c["component"], c["settings"], machine_name=args.machine_name, model_set="sizing",
                 references=refs, items=args.items, invocation=" ".join([sys.executable, *sys.argv]),
                 guard_machine=None, **extra)
     rec["bench_configuration"] = c["name"]
+    rec["peak_rss_mib"] = round(provenance.peak_rss_mib(), 1)  # this process's (the load's) peak resident memory
+    if cap:
+        rec["vram_cap"] = cap
     Path(args.record).write_text(json.dumps(rec, indent=1, default=str))
     return 0
 
@@ -129,6 +137,9 @@ def main(argv=None) -> int:
     ap.add_argument("--scorer-max-new-tokens", type=int, default=512,
                     help="random weights rarely stop early: every answer decodes this many tokens")
     ap.add_argument("--detector-resolution", type=int, default=576)
+    ap.add_argument("--detector-batches", type=int, nargs="+", default=[1], help="images per detector call, one "
+                    "configuration each")
+    ap.add_argument("--no-detector", action="store_true", help="leave the detector out")
     ap.add_argument("--lora-steps", nargs="*", type=lambda v: v.split(":"),
                     default=[c.split(":") for c in ("bf16:precomputed:256", "bf16:precomputed:512",
                                                     "bf16:resident:512", "fp32:resident:512")],

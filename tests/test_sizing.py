@@ -95,13 +95,16 @@ def test_the_detector_is_built_at_its_real_shape_and_loads_through_the_real_load
 def test_a_cpu_probe_of_the_detector_records_the_new_fields_and_the_wall_check_reads_it(detector_dir, tmp_path):
     from fourloops import asks
     from fourloops.stage import measured_key
-    from fourloops.stages.probe import probe
+    from fourloops.stages.probe import ProbeError, probe
 
     out, _ = detector_dir
     record_path = tmp_path / "results" / "probe" / "desk" / "detector.json"
     settings = {"weights": str(out / sizing.DETECTOR_FILE), "device": "cpu", "resolution": 576, "num_windows": 1}
-    rec = probe("detector", settings, machine_name="desk", model_set="sizing", items=2, out=str(record_path),
-                invocation="pytest")
+    with pytest.raises(ProbeError, match=r"images_per_call = \[0\]; allowed: a list of batch sizes >= 1"):
+        probe("detector", {**settings, "images_per_call": [0]}, machine_name="desk", model_set="sizing")
+    rec = probe("detector", {**settings, "images_per_call": [1, 2]}, machine_name="desk", model_set="sizing",
+                items=2, out=str(record_path), invocation="pytest")
+    assert [c["images_per_call"] for c in rec["configurations"]] == [1, 2]  # one configuration per batch size
     for key in ("key", "precision", "resolution", "load_seconds", "peak_vram_gib", "peak_nvml_process_gib",
                 "weights_gib", "configurations", "gpu_name", "driver", "started", "complete", "sizing_model"):
         assert key in rec, key

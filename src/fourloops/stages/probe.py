@@ -181,13 +181,19 @@ def _prompt_tokens(model, prompt: str) -> int | None:
 def _probe_detector(s: dict, memory: _Memory, references, items: int, prompt: str) -> tuple[float, dict, list]:
     from fourloops.keypoints import load_detector
 
+    # settings' images_per_call (default [1], what the keypoints jobs run): one configuration per batch size
+    batches = s.get("images_per_call", [1])
+    if not isinstance(batches, list | tuple) or not batches or any(isinstance(b, bool) or not isinstance(b, int)
+                                                                   or b < 1 for b in batches):
+        raise ProbeError(f"images_per_call = {batches!r}; allowed: a list of batch sizes >= 1, e.g. [1, 8]")
     res = int(s["resolution"])
     t_load, model = _timed(memory, lambda: load_detector(s["weights"], device=s["device"], resolution=res,
                                                          num_windows=int(s["num_windows"])))
     weights = memory.allocated_gib()
-    images = _images(max(1, items), res, seed=0)
-    configs = [_run_configuration(memory, {"images_per_call": 1, "resolution": res}, items,
-                                  lambda i: (model.detect(images[i]), None)[1])]
+    images = _images(max(1, items) * max(batches), res, seed=0)
+    configs = [_run_configuration(memory, {"images_per_call": b, "resolution": res}, items,
+                                  lambda i, b=b: (model.detect_many(images[i * b:(i + 1) * b], batch_size=b), None)[1])
+               for b in batches]
     return t_load, {"weights_gib": weights, "model": model.describe()}, configs
 
 
