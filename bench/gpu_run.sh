@@ -59,8 +59,11 @@ all() {
     || { say "wheel install failed"; touch "$RUN/done"; return 1; }
   python3 -c 'import torch, snakemake, transformers, diffusers, bitsandbytes, omnigen2, onnxoptimizer; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   git_ready && say "code $(git rev-parse HEAD) dirty=$(git status --porcelain --untracked-files=no | wc -l)" || say "no git"
-  say "probe (builds the sizing models, then one probe per component on this machine)"
-  python3 -m snakemake "${PROFILE[@]}" probe
+  # the probes are the previous session's on this kind of machine (carried in sizing/results/probe/h200 with their
+  # provenance): this run's seconds judge a forecast whose form was chosen before them
+  say "the sizing models (the probe target's builds only)"
+  python3 -m snakemake "${PROFILE[@]}" probe --until sizing_model \
+    || { say "sizing builds failed: stop"; collect builds; touch "$RUN/done"; return 1; }
   heldout
   collect heldout
   cap24_refused
@@ -78,8 +81,8 @@ all() {
   touch "$RUN/done"
 }
 
-# the capped run's targets: one plain and the LoRA condition, restyle -> keypoints -> drift, grades, the HEF export
-CAPPED=(results/generate/A/views.json results/generate/D/views.json results/drift/watercolor.csv
+# the capped run's targets: the LoRA condition, restyle -> keypoints -> drift, grades, the HEF export
+CAPPED=(results/generate/D/views.json results/drift/watercolor.csv
         results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx)
 
 heldout() {  # configurations no fit used (memory only: few steps and items; each in its own process)
@@ -87,12 +90,12 @@ heldout() {  # configurations no fit used (memory only: few steps and items; eac
   local work=$RUN/heldout; mkdir -p "$work/models"
   for c in omnigen2 detector scorer; do ln -sfn "$REPO/sizing/models/sizing/$c" "$work/models/$c"; done
   local common=(--work "$work" --out "$RUN/heldout/records" --scorer-precisions --timeout 300)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --steps 4 --items 1 --references 1 2 \
-    --omnigen2-precisions bf16 --no-detector
+  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --steps 4 --items 1 --references 2 \
+    --omnigen2-precisions bf16 --no-detector --lora-steps
   python3 bench/sizing_gpu.py "${common[@]}" --size 768 --steps 4 --items 1 --references 2 \
-    --omnigen2-precisions nf4 --no-detector
+    --omnigen2-precisions nf4 --no-detector --lora-steps
   python3 bench/sizing_gpu.py "${common[@]}" --items 2 --omnigen2-precisions --detector-batches 1 4 8 \
-    --lora-steps bf16:precomputed:384:16 fp32:precomputed:768:4
+    --lora-steps bf16:precomputed:384:16
 }
 
 cap24_refused() {  # the seeds' LoRA setup: the desk's walls refuse it; run capped on this card, it must fail

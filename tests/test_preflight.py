@@ -69,3 +69,18 @@ def test_a_model_directory_is_checked_by_its_index_and_weight_headers(tmp_path):
     assert "transformer/model.safetensors: truncated" in model_dir_problem(tmp_path)
     (tmp_path / "model_index.json").write_text("{")
     assert "model_index.json is not JSON" in model_dir_problem(tmp_path)
+
+
+def test_a_model_the_run_builds_is_not_missing_nor_unpinned_before_it_exists(tmp_path):
+    """2026-12-02 on the H200: `snakemake probe` refused the sizing scorer as an unpinned hub id before its build."""
+    from fourloops.preflight import Need, problems
+    from fourloops.stages.grades import scorer_needs
+
+    base, adapter = tmp_path / "models/sizing/scorer/base", tmp_path / "models/sizing/scorer/adapter"
+    needs = scorer_needs({"device": "cpu", "precision": "bf16", "base": str(base), "base_revision": None,
+                          "adapter": str(adapter), "adapter_revision": None}, "probe_model")
+    assert [n.kind for n in needs] == ["device", "unpinned", "unpinned"]
+    assert problems(needs, built=[str(tmp_path / "models/sizing/scorer")]) == []
+    lines = problems(needs + [Need("unpinned", "org/other", "grades.scorer_revision", rule="grades")],
+                     built=[str(tmp_path / "models/sizing/scorer")])
+    assert len(lines) == 1 and "config grades.scorer_revision is not set (rule grades)" in lines[0]

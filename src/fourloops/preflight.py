@@ -160,7 +160,8 @@ def problems(needs: Iterable[Need], built: Iterable[str] = ()) -> list[str]:
     made = [os.path.abspath(os.path.expanduser(p)) for p in built]
 
     def by_the_run(need: Need) -> bool:
-        if need.kind not in ("model_dir", "checkpoint", "hf_model"):
+        # a model the run builds does not exist yet, so a need for it reads as a hub id ("hf_model", "unpinned")
+        if need.kind not in ("model_dir", "checkpoint", "hf_model", "unpinned"):
             return False
         what = os.path.abspath(os.path.expanduser(str(need.what)))
         return any(what == m or what.startswith(m.rstrip(os.sep) + os.sep) for m in made)
