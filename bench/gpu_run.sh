@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole DAG through Snakemake itself on one lent GPU with no network, with the sizing model set
-# (profiles/sizing-gpu), then held-out sizing probes and the 24 GiB confusion matrix; raw records to $OUT.
+# GPU jobs through Snakemake itself on one lent GPU with no network, with the sizing model set (profiles/sizing-gpu):
+# held-out sizing probes, then the 24 GiB confusion matrix (the seeds' LoRA and the DAG's GPU jobs under a 24 GiB cap,
+# the DAG's asked and admitted by the desk's walls), then Qwen-Image-Edit; raw records to $OUT.
 #
 # Here (with network), once: the wheels the GPU machine's own Python 3.12 + torch lacks, the pinned OmniGen2
 # package, a git bundle of HEAD (so each job's provenance names a clean commit), and the desk half (render and the
@@ -59,11 +60,12 @@ all() {
     || { say "wheel install failed"; touch "$RUN/done"; return 1; }
   python3 -c 'import torch, snakemake, transformers, diffusers, bitsandbytes, omnigen2, onnxoptimizer; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   git_ready && say "code $(git rev-parse HEAD) dirty=$(git status --porcelain --untracked-files=no | wc -l)" || say "no git"
-  # the probes are the previous session's on this kind of machine (carried in sizing/results/probe/h200 with their
-  # provenance): this run's seconds judge a forecast whose form was chosen before them
-  say "the sizing models (the probe target's builds only)"
-  python3 -m snakemake "${PROFILE[@]}" probe --until sizing_model \
-    || { say "sizing builds failed: stop"; collect builds; touch "$RUN/done"; return 1; }
+  # probes carried from an earlier session on this kind of machine (sizing/results/probe/h200 with their provenance)
+  # are kept: this run's seconds then judge a forecast made before them; without them, probe here first
+  local until=(); compgen -G "sizing/results/probe/h200/*.json" >/dev/null && until=(--until sizing_model)
+  say "the sizing models${until:+ (builds only: the probes were carried)}, then a probe per component unless carried"
+  python3 -m snakemake "${PROFILE[@]}" probe "${until[@]}" \
+    || { say "sizing builds or probes failed: stop"; collect builds; touch "$RUN/done"; return 1; }
   heldout
   collect heldout
   cap24_refused

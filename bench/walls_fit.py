@@ -136,6 +136,43 @@ def fit_scorer(srows: list[dict]) -> float:
     return _up(max((r["peak"] - r["weights"]) / r["tokens"] for r in inn) * 1e6, 0) / 1e6
 
 
+# Probes of configurations no fit used (bench/gpu_run.sh heldout): another size, reference count, precision,
+# detector batch, LoRA resolution and rank, the scorer at bf16. Never read by fit(): every row is held out.
+HELDOUT = (RESULTS / "gpu-run-h200-2026-12-02" / "heldout", RESULTS / "gpu-run-h200-2026-12-02-cap24" / "heldout" / "records")
+
+
+def heldout_rows() -> list[dict]:
+    """One row per configuration of the held-out probe records (a record's configurations each have their NVML)."""
+    out = []
+    for folder in HELDOUT:
+        for path in sorted(folder.glob("*.json")):
+            rec = json.loads(path.read_text())
+            if "configurations" not in rec:
+                continue  # a probe that failed (its error is in the record)
+            comp, precision = rec["component"], rec["precision"]
+            for c in rec["configurations"]:
+                if c.get("error") or c.get("nvml_process_gib") is None:
+                    continue
+                if comp == "generator":
+                    config = {"references": c["references"], "size": c["resolution"]}
+                elif comp == "detector":
+                    if c["images_per_call"] == 1 and c["resolution"] == 576:
+                        continue  # the fitted configuration again (sizing-h200-2026-12-01/detector-576.json)
+                    config = {"resolution": c["resolution"], "images_per_call": c["images_per_call"]}
+                elif comp == "lora_step":
+                    config = {"frozen_dtype": c["frozen_dtype"], "text_encoder": c["text_encoder"],
+                              "resolution": c["resolution"],
+                              "rank": int(rec["bench_configuration"].rsplit("-r", 1)[1])
+                              if "-r" in rec["bench_configuration"] else 8}
+                else:
+                    config = {"question": c["question"], "images": c["images"]}
+                out.append({"record": str(path.relative_to(REPO)), "component": comp, "key": rec["key"],
+                            "precision": precision, "config": config, "allocated": c["peak_vram_gib"],
+                            "reserved": c.get("peak_reserved_gib"), "nvml": c["nvml_process_gib"],
+                            "kind": kind_of(comp, precision), "sample": "held out"})
+    return out
+
+
 def asked_gib(row: dict) -> tuple[float, str]:
     """The wall's VRAM ask for the record's configuration, as the workflow computes it from config/models.yaml."""
     from fourloops import asks
@@ -146,12 +183,15 @@ def asked_gib(row: dict) -> tuple[float, str]:
         gen = {"backend": "omnigen2", "precision": row["precision"], "size": c["size"], "device": "cuda"}
         a = asks.generator_ask(facts, gen, n_references=c["references"])
     elif row["component"] == "detector":
-        a = asks.detector_ask(facts, {"resolution": c["resolution"], "device": "cuda"})
+        a = asks.detector_ask(facts, {"resolution": c["resolution"], "device": "cuda"},
+                              batch=int(c.get("images_per_call", 1)))
     elif row["component"] == "scorer":
-        a = asks.scorer_ask(facts, {"precision": row["precision"], "device": "cuda"})
+        a = asks.scorer_ask(facts, {"precision": row["precision"], "device": "cuda"},
+                            n_views=int(c.get("images", 1)))
     else:
         job = {"backend": "omnigen2", "frozen_dtype": c["frozen_dtype"], "text_encoder": c["text_encoder"],
-               "resolution": c["resolution"], "device": "cuda", "accumulation": 8, "steps": 1}
+               "resolution": c["resolution"], "device": "cuda", "accumulation": 8, "steps": 1,
+               **({"rank": c["rank"]} if c.get("rank") else {})}
         a = asks.lora_ask(facts, job)
     return a.vram.value, a.vram.source
 
@@ -199,6 +239,27 @@ def table() -> str:
                  f"below the driver: {sum(e < 0 for e in errs)}")
     lines.append(f"- every record's wall ask against its NVML: from {min(asks_):+.1%} to {max(asks_):+.1%}; "
                  f"below the driver: {sum(e < 0 for e in asks_)} of {len(asks_)}")
+    hrows = heldout_rows()
+    lines += ["", "## Configurations no fit used (held-out probes)", "",
+              "Each row is one configuration of a probe record under " + ", ".join(
+                  f"`{h.relative_to(REPO).as_posix()}`" for h in HELDOUT) + " (bench/gpu_run.sh `heldout`); "
+              "none of them is read by the fit above. ask = the wall's ask from config/models.yaml alone.", "",
+              "| kind | record | configuration | allocated GiB | NVML GiB | model GiB | model/NVML | ask GiB | ask/NVML |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in hrows:
+        f = facts[r["kind"]]
+        r["model"] = r["allocated"] * (1 + f["allocator_reserve"]) + f["cuda_context_gib"]
+        r["ask"], _ = asked_gib(r)
+        conf = ", ".join(f"{k} {v}" for k, v in r["config"].items())
+        lines.append(f"| {r['kind']} | {r['record'].rsplit('/', 1)[-1]} | {r['key']} ({conf}) | {r['allocated']:.3f} | "
+                     f"{r['nvml']:.3f} | {r['model']:.3f} | {r['model'] / r['nvml']:.3f} | {r['ask']:.3f} | "
+                     f"{r['ask'] / r['nvml']:.3f} |")
+    if hrows:
+        e_model = [r["model"] / r["nvml"] - 1 for r in hrows]
+        e_ask = [r["ask"] / r["nvml"] - 1 for r in hrows]
+        lines += ["", f"- held-out configurations: {len(hrows)}, wall ask/NVML - 1 from {min(e_ask):+.1%} to "
+                  f"{max(e_ask):+.1%}; below the driver: {sum(e < 0 for e in e_ask)}; over +10%: "
+                  f"{sum(e > 0.10 for e in e_ask)}; model/NVML - 1 from {min(e_model):+.1%} to {max(e_model):+.1%}"]
     lines += ["", "## The scorer's prompt (EditScore's SC and PQ questions, grades_gpu records)", "",
               f"Activations per prompt token fitted on the bf16 SC answer: {per_token:.6f} GiB a token (config/models.yaml `qwen3_vl_8b.activations_gib_per_prompt_token`).", "",
               "| record | precision | question | sample | weights GiB | prompt tokens | peak GiB | weights + tokens x per-token GiB | model/peak |",

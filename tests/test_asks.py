@@ -166,8 +166,10 @@ def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_f
     table = walls_fit.TABLE.read_text()
     held = table.split("## Held out\n", 1)[1].split("\n## ", 1)[0]
     quoted = [line[2:] for line in held.splitlines() if line.startswith("- all held-out")]
-    readme = (REPO / "README.md").read_text()
-    assert quoted and all(q in readme for q in quoted), quoted
+    configs = table.split("## Configurations no fit used", 1)[1].split("\n## ", 1)[0]
+    quoted += [line[2:] for line in configs.splitlines() if line.startswith("- held-out configurations")]
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert len(quoted) == 2 and all(q in readme for q in quoted), quoted
 
 
 def test_the_gpu_run_table_puts_each_jobs_ask_beside_what_the_driver_saw_and_flags_any_below(tmp_path, gpu_table):
@@ -200,13 +202,48 @@ def gpu_table():
     return _bench("gpu_table")
 
 
-def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table):
-    text = gpu_table.table(GPU_RUN)
-    assert text == (GPU_RUN / "table.md").read_text()
-    summary = text.split("## Summary\n", 1)[1]
-    quoted = [line[2:] for line in summary.splitlines() if line.startswith("- ")]
+CAP24_RUN = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-cap24"
+
+
+def _quoted_summary(text: str) -> list[str]:
+    return [line[2:] for line in text.split("## Summary\n", 1)[1].splitlines() if line.startswith("- ")]
+
+
+@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN], ids=lambda p: p.name)
+def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
+    text = gpu_table.table(run)
+    assert text == (run / "table.md").read_text()
+    quoted = _quoted_summary(text)
     readme = (REPO / "README.md").read_text()
     assert len(quoted) == 4 and all(q in readme for q in quoted), [q for q in quoted if q not in readme]
+
+
+def test_the_committed_24_gib_matrix_regenerates_from_its_records_and_the_readme_quotes_it():
+    cap24 = _bench("cap24_matrix")
+    text = cap24.matrix(CAP24_RUN)
+    assert text == (CAP24_RUN / "cap24.md").read_text()
+    readme = (REPO / "README.md").read_text()
+    assert all(q in readme for q in _quoted_summary(text)), [q for q in _quoted_summary(text) if q not in readme]
+
+
+def test_the_24_gib_matrix_counts_a_job_the_desk_admits_that_fails_under_the_cap_as_a_false_admit(tmp_path):
+    cap24 = _bench("cap24_matrix")
+    run = tmp_path / "run"
+    prov = run / "sizing" / "results" / "provenance" / "generate"
+    prov.mkdir(parents=True)
+    job = {"rule": "generate", "wildcards": {"condition": "A"}, "verdict": "fits", "refused_walls": [], "vram_gib": 17.5}
+    (run / "plan-before-desk.json").write_text(json.dumps({"jobs": [job, {**job, "wildcards": {"condition": "B"}}]}))
+    refused = {**job, "rule": "lora_train", "wildcards": {}, "verdict": "REFUSED: video memory", "vram_gib": 27.8,
+               "refused_walls": [{"wall": "video memory"}]}
+    (run / "cap24-refused-plan.json").write_text(json.dumps({"jobs": [refused]}))
+    (run / "cap24-refused.log").write_text("Error in rule lora_train:\ntorch.OutOfMemoryError: CUDA out of memory.\n")
+    (prov / "A.json").write_text(json.dumps({"rule": "generate", "wildcards": {"condition": "A"}, "vram_cap_gib": 24.0,
+                                             "vram_cap_applied": True, "nvml_peak_gib": 16.9, "peak_vram_gib": 15.4,
+                                             "peak_rss_mib": 8535.0}))
+    counts = cap24.counts(cap24.rows(run))  # B was admitted and left no record: it did not complete under the cap
+    assert counts["admitted, completed under the cap"] == 1
+    assert counts["admitted, failed under the cap (false admits)"] == 1
+    assert counts["refused, out of memory under the cap"] == 1
 
 
 @pytest.mark.parametrize("component", ["omnigen2", "scorer"])

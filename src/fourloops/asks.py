@@ -341,17 +341,19 @@ def generator_ask(
 
 
 def detector_ask(
-    facts: dict, det: dict, *, n_images: int = 1, measured: Measurements | None = None, machine: str = "desk",
+    facts: dict, det: dict, *, n_images: int = 1, batch: int = 1, measured: Measurements | None = None,
+    machine: str = "desk",
 ) -> Ask:
+    """A keypoints job: the detector at its resolution, `batch` images a call (the keypoints stage runs one)."""
     name = "rfdetr_keypoint_preview"
     model = facts["models"][name]
     res = int(det["resolution"])
 
     def estimate() -> Figure:
-        row = seed_row(facts, name, precision="fp32", resolution=res, batch=1)
+        row = seed_row(facts, name, precision="fp32", resolution=res, batch=batch)
         if row is not None:
             return row
-        gib, parts = estimate_vram_gib(facts, name, mode="inference", precision="fp32", resolution=res)
+        gib, parts = estimate_vram_gib(facts, name, mode="inference", precision="fp32", resolution=res, batch=batch)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.3f}" for k, v in parts.items()))
 
     stage = facts["stages"]["keypoints_cpu"]

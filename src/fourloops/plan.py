@@ -39,6 +39,8 @@ class PlannedJob:
     seconds_source: str
     cost_usd: float
     model: str = ""  # the models.yaml key the job loads
+    ram_gib: float = 0.0  # the system-memory wall's ask, beside the VRAM one (bench/cap24_matrix.py reads both)
+    ram_source: str = ""
     needs: list = field(default_factory=list)  # outputs of the planned jobs this one waits for
     in_mb: float = 0.0  # what a pod job moves up and down (existing files at their size, others pod_life file_mb)
     out_mb: float = 0.0
@@ -116,7 +118,8 @@ def build(workflow, machine_name: str) -> dict:
             verdict="fits" if not refused else "REFUSED: " + ", ".join(r["wall"] for r in refused),
             refused_walls=refused, vram_gib=round(ask.vram_mb / 1024.0, 2), vram_source=ask.vram.source,
             seconds=round(secs, 1), seconds_source=src, cost_usd=round(cost, 4),
-            model=ask.model, needs=_needs(dag, job, jobs), in_mb=round(moved[0], 3), out_mb=round(moved[1], 3),
+            model=ask.model, ram_gib=round(ask.mem_mb / 1024.0, 2), ram_source=ask.ram.source,
+            needs=_needs(dag, job, jobs), in_mb=round(moved[0], 3), out_mb=round(moved[1], 3),
             partition=placed.where[pending.output] if placed else "",
             levers=found[(pending.rule, tuple(checks))].as_dict() if (pending.rule, tuple(checks)) in found else None,
         ))

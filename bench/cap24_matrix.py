@@ -1,0 +1,115 @@
+"""The 24 GiB confusion matrix of a GPU run: the desk walls' verdict on each GPU job against what the job did
+under a 24 GiB cap (FOURLOOPS_VRAM_CAP_GIB=24, torch.cuda.set_per_process_memory_fraction) on the big card.
+
+    .venv/bin/python bench/cap24_matrix.py RUN_DIR [--write]
+
+RUN_DIR holds what bench/gpu_run.sh brought back, unpacked:
+- plan-before-desk.json: `fourloops plan --machine desk` of the capped DAG (the jobs the desk's walls admit);
+- cap24-refused-plan.json and cap24-refused.log: the seeds' LoRA setup, planned for the desk, then run capped
+  on a machine whose walls let it start (the H200's);
+- sizing/results/provenance/**.json: the capped jobs' records (the cap applied, torch and NVML peaks, peak RSS).
+A job that completes leaves its record; one that fails leaves none, and its log names the error.
+--write puts the matrix beside them as cap24.md (a test regenerates the committed one from its records).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_table import REPO, _job, cli  # noqa: E402
+
+COLUMNS = ("rule", "job", "desk walls", "asked GiB", "cap GiB", "under the cap", "NVML peak GiB", "torch peak GiB",
+           "RAM asked GiB", "peak RSS GiB")
+GPU_RULES_SKIPPED = {"sizing_model", "probe_model"}  # setup jobs: the desk never runs them for real
+
+
+def _records(run_dir: Path) -> dict:
+    out = {}
+    for p in sorted(run_dir.rglob("provenance/**/*.json")):
+        rec = json.loads(p.read_text())
+        out[(rec.get("rule"), _job(rec))] = rec
+    return out
+
+
+def _failure(log: str, rule: str) -> str | None:
+    """What the capped run's log says of a failed job of `rule`, or None when it did not fail."""
+    if f"Error in rule {rule}:" not in log:
+        return None
+    return "out of memory" if "OutOfMemoryError" in log or "CUDA out of memory" in log else "failed (not memory)"
+
+
+def rows(run_dir: Path) -> list[dict]:
+    """Each GPU job the desk plans would run: an admitted one by its capped record (none: it did not complete, and
+    the capped run's log says why), a refused one by the capped log of the run that let it start."""
+    records = _records(run_dir)
+    logs = {"plan-before-desk.json": run_dir / "cap24-admitted.log", "cap24-refused-plan.json": run_dir / "cap24-refused.log"}
+    out, seen = [], set()
+    for plan, log_path in logs.items():
+        log = log_path.read_text() if log_path.exists() else ""
+        for j in json.loads((run_dir / plan).read_text())["jobs"]:
+            key = (j["rule"], _job(j))
+            if j["vram_gib"] <= 0 or j["rule"] in GPU_RULES_SKIPPED or not j.get("reason", "to run"):
+                continue  # no GPU, a setup job, or up to date: nothing to judge
+            if j["verdict"] != "fits":
+                out.append(_row(j, None, _failure(log, j["rule"]) or "not run"))
+            elif key not in seen and (plan == "plan-before-desk.json" or key in records):
+                seen.add(key)  # the refused run's plan also holds jobs it shares with the DAG (the embeddings)
+                out.append(_row(j, records.get(key), None if key in records else _failure(log, j["rule"]) or "no record"))
+    for key, rec in records.items():  # a capped job neither desk plan listed: no verdict to judge
+        if rec.get("vram_cap_gib") is not None and key not in seen:
+            out.append({**_row({"rule": key[0], "wildcards": rec.get("wildcards"), "verdict": "fits",
+                                "refused_walls": [], "vram_gib": None}, rec, None), "desk walls": "not in a plan"})
+    return out
+
+
+def _row(job: dict, rec: dict | None, failed: str | None) -> dict:
+    cap = None if rec is None else rec.get("vram_cap_gib")
+    if rec is not None and not rec.get("vram_cap_applied"):
+        failed = "ran without the cap"
+    outcome = failed or ("completed" if rec is not None else "no record")
+    gib = lambda key: None if rec is None or rec.get(key) is None else round(rec[key], 3)  # noqa: E731
+    return {"rule": job["rule"], "job": _job(job), "desk walls": "admitted" if job["verdict"] == "fits" else
+            "refused (" + ", ".join(w["wall"] for w in job["refused_walls"]) + ")",
+            "asked GiB": job["vram_gib"], "cap GiB": cap if cap is not None else (24.0 if failed else None),
+            "under the cap": outcome, "NVML peak GiB": gib("nvml_peak_gib"), "torch peak GiB": gib("peak_vram_gib"),
+            "RAM asked GiB": job.get("ram_gib"),  # plans made before 2026-12-02's second run did not carry it
+            "peak RSS GiB": None if rec is None else round(rec["peak_rss_mib"] / 1024, 3)}
+
+
+def counts(body: list[dict]) -> dict:
+    adm = [r for r in body if r["desk walls"] == "admitted"]
+    ref = [r for r in body if r["desk walls"] != "admitted"]
+    return {"admitted, completed under the cap": sum(r["under the cap"] == "completed" for r in adm),
+            "admitted, failed under the cap (false admits)": sum(r["under the cap"] != "completed" for r in adm),
+            "refused, out of memory under the cap": sum(r["under the cap"] == "out of memory" for r in ref),
+            "refused, completed under the cap (false refusals)": sum(r["under the cap"] == "completed" for r in ref),
+            "refused, not run or failed otherwise": sum(r["under the cap"] not in ("out of memory", "completed")
+                                                        for r in ref)}
+
+
+def matrix(run_dir: Path) -> str:
+    body = rows(run_dir)
+    shown = run_dir.resolve()
+    shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else run_dir
+    cell = lambda v: "-" if v is None else str(v)  # noqa: E731
+    lines = [f"# The 24 GiB confusion matrix of {run_dir.name}", "",
+             f"Made by `.venv/bin/python bench/cap24_matrix.py {shown.as_posix()} --write` from the desk plans and"
+             " the capped jobs' records and logs.", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(cell(r[c]) for c in COLUMNS) + " |" for r in body]
+    rss = [r["peak RSS GiB"] for r in body if r["peak RSS GiB"] is not None]
+    lines += ["", "## Summary", ""] + [f"- {k}: {v}" for k, v in counts(body).items()]
+    if rss:
+        lines.append(f"- peak RSS of the completed jobs: {min(rss)}-{max(rss)} GiB")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    return cli(matrix, "cap24.md", __doc__, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
