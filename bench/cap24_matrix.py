@@ -41,6 +41,14 @@ def _failure(log: str, rule: str) -> str | None:
     return "out of memory" if "OutOfMemoryError" in log or "CUDA out of memory" in log else "failed (not memory)"
 
 
+def _allowed(log: str) -> str | None:
+    """The pool limit torch's OutOfMemoryError names ("... 23.49 GiB allowed"): the cap as torch applied it."""
+    import re
+
+    m = re.search(r"([0-9.]+) GiB allowed", log)
+    return None if m is None else f"{m.group(1)} (torch's pool)"
+
+
 def rows(run_dir: Path) -> list[dict]:
     """Each GPU job the desk plans would run: an admitted one by its capped record (none: it did not complete, and
     the capped run's log says why), a refused one by the capped log of the run that let it start."""
@@ -54,7 +62,7 @@ def rows(run_dir: Path) -> list[dict]:
             if j["vram_gib"] <= 0 or j["rule"] in GPU_RULES_SKIPPED or not j.get("reason", "to run"):
                 continue  # no GPU, a setup job, or up to date: nothing to judge
             if j["verdict"] != "fits":
-                out.append(_row(j, None, _failure(log, j["rule"]) or "not run"))
+                out.append({**_row(j, None, _failure(log, j["rule"]) or "not run"), "cap GiB": _allowed(log)})
             elif key not in seen and (plan == "plan-before-desk.json" or key in records):
                 seen.add(key)  # the refused run's plan also holds jobs it shares with the DAG (the embeddings)
                 out.append(_row(j, records.get(key), None if key in records else _failure(log, j["rule"]) or "no record"))
@@ -73,7 +81,7 @@ def _row(job: dict, rec: dict | None, failed: str | None) -> dict:
     gib = lambda key: None if rec is None or rec.get(key) is None else round(rec[key], 3)  # noqa: E731
     return {"rule": job["rule"], "job": _job(job), "desk walls": "admitted" if job["verdict"] == "fits" else
             "refused (" + ", ".join(w["wall"] for w in job["refused_walls"]) + ")",
-            "asked GiB": job["vram_gib"], "cap GiB": cap if cap is not None else (24.0 if failed else None),
+            "asked GiB": job["vram_gib"], "cap GiB": cap,
             "under the cap": outcome, "NVML peak GiB": gib("nvml_peak_gib"), "torch peak GiB": gib("peak_vram_gib"),
             "RAM asked GiB": job.get("ram_gib"),  # plans made before 2026-12-02's second run did not carry it
             "peak RSS GiB": None if rec is None else round(rec["peak_rss_mib"] / 1024, 3)}
