@@ -1,4 +1,4 @@
-"""A reader of the repository can open every source config/models.yaml and config/machines.yaml cite: a file they
+"""A reader of the repository can open every source config/models.yaml, machines.yaml and pod_life.yaml cite: a file they
 name is a path in the repository, and a source outside it (an RFD, the pod runbook, a script of the seeds) is named
 with its date in bench/results/sources.md, which quotes the passages cited, figures included."""
 
@@ -11,13 +11,13 @@ import yaml
 
 from conftest import REPO
 
-CITING = ("config/models.yaml", "config/machines.yaml")
+CITING = ("config/models.yaml", "config/machines.yaml", "config/pod_life.yaml")
 SOURCES = "bench/results/sources.md"
 # A file as these files cite one: a path or a bare name with an extension, perhaps with a line (train.py:255).
 # A path that starts with "/" (/start.sh) is a place on a pod, not a citation.
 FILE = re.compile(r"(?<![\w/.{}-])([\w-]+(?:/[\w.-]+)*\.(?:md|jsonl|json|py|smk|yaml|yml|txt|log|csv|tsv|sh|lock))\b")
 RFD = re.compile(r"RFD (\d+(?:/\d+)*)")
-RUNBOOK_SECTION = re.compile(r"runbook §(\d+(?:\.\d+)?)")
+SECTION = re.compile(r"§(\d+(?:\.\d+)?)")  # the runbook's: no other source the config files cite has sections
 
 
 def _sections(text: str) -> dict[str, str]:
@@ -49,7 +49,7 @@ def _external(sections: dict[str, str], name: str) -> str | None:
 def _cited(text: str) -> tuple[set[str], set[str], set[str], bool]:
     files = set(FILE.findall(text))
     rfds = {n for group in RFD.findall(text) for n in group.split("/")}
-    return files, rfds, set(RUNBOOK_SECTION.findall(text)), "runbook" in text
+    return files, rfds, set(SECTION.findall(text)), "runbook" in text
 
 
 def _source_of(source: str, sections: dict[str, str]) -> tuple[str, str] | None:
