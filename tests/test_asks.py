@@ -39,7 +39,7 @@ def test_every_measured_row_names_its_source():
 def test_nf4_is_not_params_times_half_a_byte():
     naive = 8.767e9 * 0.5 / asks.GIB
     gib, _ = asks.estimate_vram_gib(FACTS, "qwen3_vl_8b", mode="weights", precision="nf4")
-    assert gib > naive + 1.5  # embeddings, head and absmax tables count (measured-h200.md: 6.29 GiB)
+    assert gib > naive + 1.5  # embeddings, head and absmax tables count (measured-h200-2026-11-30.md: 6.29 GiB)
 
 
 def test_frozen_dtype_and_resident_text_encoder_decide_whether_lora_512_fits_the_desk():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from conftest import REPO, SNAKEMAKE, snakemake_env
-from fourloops import asks, machines, refusal, walls
+from fourloops import asks, levers, machines, refusal, walls
 
 MACHINES = machines.load(REPO / "config" / "machines.yaml")
 FACTS = asks.load_facts(REPO / "config" / "models.yaml")
@@ -123,3 +124,26 @@ def test_under_the_pod_executor_pod_jobs_meet_the_pods_walls_and_desk_jobs_the_d
     assert not walls.check_jobs([gen, usb], MACHINES, "desk").ok  # all on the desk: 30 GiB > 24 GiB
     placed = walls.check_jobs([gen, usb], MACHINES, "desk", placement={"pod": "pod"})
     assert placed.ok, refusal.report(placed, MACHINES)
+
+
+def test_each_profile_tag_runs_where_machines_yaml_and_the_executor_say():
+    """desk jobs on the target, pod jobs on the pod under the pod executor, container jobs in the container on
+    whichever machine the run sends them to; a tag's own machine (what prices it, the levers' "home") is its
+    machine, or the container's host."""
+    table = copy.deepcopy(MACHINES)
+    runpod = machines.placement("runpod", table)
+    where = {(tag, executor): machines.runs_on(table, tag, "desk", placed).name
+             for tag in machines.PROFILE_TAGS for executor, placed in (("local", None), ("runpod", runpod))}
+    assert where == {("desk", "local"): "desk", ("desk", "runpod"): "desk",
+                     ("pod", "local"): "desk", ("pod", "runpod"): "pod",
+                     ("container", "local"): "container on desk", ("container", "runpod"): "container on pod"}
+    assert {tag: machines.home(table, tag) for tag in machines.PROFILE_TAGS} == \
+        {"desk": "desk", "pod": "pod", "container": "pod"}
+    job = dfc_job()
+    assert walls.target_for(job, table, "desk", runpod).name == "container on pod"
+    assert [p.label for p in levers.places(job, table, "desk")[0] if p.home] == ["container on pod"]
+    table["container"]["host"] = "desk"  # a container on the desk: it is at home there, and stays there under runpod
+    runpod = machines.placement("runpod", table)
+    assert machines.home(table, "container") == "desk" and "container" not in runpod
+    assert machines.runs_on(table, "container", "desk", runpod).name == "container on desk"
+    assert [p.label for p in levers.places(job, table, "desk")[0] if p.home] == ["container on desk"]

@@ -208,7 +208,7 @@ def places(job: walls.PendingJob, table: dict, target: str, placement: dict | No
                        "venv from hef.dfc_wheel)"
                        if job.profile == "container" else "")
                     + f"; or run the workflow there (--config machine={name})")
-        home = name == (table.get(job.profile, {}).get("host", job.profile) if job.profile in table else job.profile)
+        home = name == machines_mod.home(table, job.profile)
         out.append(Place(m.name, m, m.hourly_usd, m.name in here, note=note, home=home))
     for cname in machines_mod.clusters(table):
         for p in machines_mod.cluster(table, cname).partitions:

@@ -3,7 +3,8 @@ partitions included), and where a profile tag runs under an executor.
 
 Everything that reads machines.yaml (the wall check, the plan, the guard's limit, the RunPod
 executor) goes through `load` and `machine`; which profile tags run away from the target machine is
-decided once, in `placement`.
+decided once, in `placement`, and where a job of a profile tag runs (`runs_on`) and which machine the tag
+names as its own (`home`: what prices it, a container's host) once here too.
 """
 
 from __future__ import annotations
@@ -176,6 +177,23 @@ def card_capacity_mb(m: Machine) -> int:
     return int(round(m.vram_gib * 1024))
 
 
+def home(machines: dict, tag: str) -> str:
+    """The machine a profile tag names as its jobs' own: the tag's machine, or a container's host
+    (container.host); a tag the file does not describe names itself."""
+    raw = machines.get(tag)
+    return raw.get("host", tag) if isinstance(raw, dict) else tag
+
+
+def runs_on(machines: dict, tag: str, target: str, placement: dict | None = None) -> Machine:
+    """Where a job of profile `tag` runs when the workflow targets `target`: on the machine `placement` sends the
+    tag to (under the pod executor, pod jobs on the pod whatever the target), else on the target; a `container`
+    job in the container on that machine, with its walls."""
+    where = (placement or {}).get(tag, target)
+    if tag == "container" and "container" in machines:
+        return machine(machines, "container", host=where)
+    return machine(machines, where)
+
+
 def placement(executor: str | None, machines: dict) -> dict[str, str]:
     """Profile tag -> the machine its jobs run on under `executor`; tags not listed run on the target.
 
@@ -186,7 +204,7 @@ def placement(executor: str | None, machines: dict) -> dict[str, str]:
     if executor != "runpod":
         return {}
     out = {"pod": "pod"}
-    if (machines.get("container") or {}).get("host") == "pod":
+    if "container" in machines and home(machines, "container") == "pod":
         out["container"] = "pod"
     return out
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fourloops import machines, podbill, records, refusal, walls
+from fourloops.machines import home as home_of
 from fourloops.tables import format_table
 from fourloops.tables import hms as _hms
 
@@ -104,9 +105,8 @@ def build(workflow, machine_name: str) -> dict:
         bench = str(job.benchmark) if job is not None and job.benchmark else None
         hist = records.benchmark_seconds(bench)
         secs, src = (hist, f"benchmark history {bench}") if hist is not None else (ask.seconds.value, ask.seconds.source)
-        where = pending.profile if pending.profile in machines and "host" not in machines[pending.profile] else machine_name
-        if pending.profile == "container":
-            where = machines["container"].get("host", machine_name)
+        where = home_of(machines, pending.profile)  # the machine whose hourly rate prices the job
+        where = where if where in machines else machine_name
         rate = float(machines[where].get("hourly_usd", 0.0)) if where in machines else 0.0
         cost = secs / 3600.0 * rate if pending.profile == "pod" and not placed else 0.0
         refused = [asdict(r) for r in checks if not r.ok]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from fourloops.asks import Ask
 from fourloops.stage import AskContext
-from fourloops.machines import Machine, machine
+from fourloops.machines import Machine, machine, runs_on
 from fourloops.tables import format_table as _table
 from fourloops.tables import gib as _gib
 
@@ -90,14 +90,10 @@ def check_job(job: PendingJob, m: Machine, provided_vram_mb: int | None = None) 
 
 
 def target_for(job: PendingJob, machines: dict, target: str, placement: dict | None = None) -> Machine:
-    """Where a job runs: `placement` maps a profile tag to a machine (under the pod executor, `pod` jobs
-    run on the pod whatever the target); a job tagged `container` runs in the container on its host;
-    everything else on the target."""
-    if placement and job.profile in placement:
-        target = placement[job.profile]
-    if job.profile == "container" and "container" in machines:
-        return machine(machines, "container", host=target)
-    return machine(machines, target)
+    """Where a job runs (fourloops.machines.runs_on, for its profile tag): `placement` maps a profile tag to a
+    machine (under the pod executor, `pod` jobs run on the pod whatever the target); a job tagged `container`
+    runs in the container on its host; everything else on the target."""
+    return runs_on(machines, job.profile, target, placement)
 
 
 @dataclass
