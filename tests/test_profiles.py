@@ -67,3 +67,10 @@ def test_the_pod_profiles_run_counts_pod_jobs_against_the_pods_card_not_the_desk
     assert {k: v.raw for k, v in resources.items()} == {"vram_mb": 46000}
     desk = _args(monkeypatch)[1].resources  # a plain desk run keeps the desk's card
     assert {k: v.raw for k, v in desk.items()} == {"vram_mb": 24576}
+
+
+def test_the_sizing_probe_on_the_desk_keeps_the_desks_card(monkeypatch):
+    # profiles/sizing replaces profiles/default, so it declares the desk's card itself
+    (flag, _), = [k for k in documented() if k[1] == "profiles/sizing" and "README" in documented()[k]][:1]
+    resources = _args(monkeypatch, flag, "profiles/sizing")[1].resources
+    assert {k: v.raw for k, v in resources.items()} == {"vram_mb": 24576}
