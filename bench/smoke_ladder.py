@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/smoke_ladder.py [--keep DIR]
 
-Runs `snakemake --profile profiles/smoke results/ladder.csv` in a fresh working directory (Anny's
+Runs `snakemake --workflow-profile profiles/smoke results/ladder.csv` in a fresh working directory (Anny's
 cache and Python's bytecode are warm after the first run on a machine), then reads every rule's
 Snakemake benchmark file. Goal (issue 2): at most 180 s on a 2-core machine.
 """
@@ -29,7 +29,7 @@ def main() -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="fourloops-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     cmd = [str(Path(sys.executable).with_name("snakemake")), "-s", str(REPO / "Snakefile"),
-           "--profile", str(REPO / "profiles" / "smoke"), "--directory", str(work), "results/ladder.csv"]
+           "--workflow-profile", str(REPO / "profiles" / "smoke"), "--directory", str(work), "results/ladder.csv"]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0

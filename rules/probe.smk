@@ -2,7 +2,7 @@
 # configuration (the generator per reference count); its peak VRAM, load and per-item seconds replace the
 # models.yaml estimate in later wall checks (fourloops.asks.Measurements).
 #   snakemake probe --config machine=desk
-#   snakemake --profile profiles/sizing probe      (the sizing set: real shapes, random weights, built first)
+#   snakemake --workflow-profile profiles/sizing probe      (the sizing set: real shapes, random weights, built first)
 
 
 rule probe:

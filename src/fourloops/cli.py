@@ -20,8 +20,11 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the plan as JSON for tools")
     p.add_argument("-s", "--snakefile", default=str(REPO / "Snakefile"))
     p.add_argument("--directory", "-d", help="working directory (default: here)")
-    p.add_argument("--profile", help="Snakemake profile (the workflow's profiles/default applies as with snakemake)")
-    p.add_argument("--workflow-profile", help="Snakemake workflow profile, in place of profiles/default (as snakemake)")
+    p.add_argument("--profile", help="your own global Snakemake profile; profiles/default still applies over it, key "
+                                      "by key, as with snakemake")
+    p.add_argument("--workflow-profile", help="a profile of profiles/ (pod, smoke, sizing, slurm, sizing-gpu) in "
+                                               "place of profiles/default, as snakemake: --workflow-profile "
+                                               "profiles/pod")
     p.add_argument("--config", nargs="*", default=[], help="key=value config overrides, as snakemake --config")
     p.add_argument("--configfile", nargs="*", default=[])
 

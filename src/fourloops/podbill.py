@@ -245,4 +245,5 @@ def summary_lines(measured: dict, forecast_: dict | None, billed_usd: float | No
         cost = "" if billed_usd is None else f"; billed ${billed_usd:.4f} against forecast ${forecast_['cost_usd']:.4f}"
         lines.append(f"  forecast (fourloops plan --machine pod): {forecast_['billed_s']:.1f} s billed, "
                      f"{forecast_['gpu_s']:.1f} s GPU-busy{cost}")
+        lines.append("  forecast idle by cause: " + ", ".join(f"{c} {forecast_['idle_s'].get(c, 0.0):.1f}" for c in CAUSES))
     return lines

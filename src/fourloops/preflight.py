@@ -19,7 +19,7 @@ from fourloops.filecheck import checkpoint_problem, model_dir_problem
 
 SMOKE_HINT = (
     "For a CPU run on the tiny smoke model set instead (outputs under smoke/, never published):\n"
-    "    snakemake --profile profiles/smoke results/ladder.csv"
+    "    snakemake --workflow-profile profiles/smoke results/ladder.csv"
 )
 
 

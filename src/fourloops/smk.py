@@ -556,7 +556,7 @@ class Workflow:
 
 def check_model_set(model_set: str, workdir: Path | None = None) -> None:
     """A working directory holds one model set: smoke outputs never mix with real ones. (A `--config` on
-    the command line replaces a profile's `config:` list, so `--profile profiles/smoke --config x=1`
+    the command line replaces a profile's `config:` list, so `--workflow-profile profiles/smoke --config x=1`
     silently asks for the real set; this catches it.)"""
     from snakemake.exceptions import WorkflowError
 

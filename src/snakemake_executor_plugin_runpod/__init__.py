@@ -1,6 +1,6 @@
 """Snakemake executor plugin: run `pod`-tagged jobs on a rented RunPod pod, everything else locally.
 
-    snakemake --profile profiles/pod results/ladder.csv
+    snakemake --workflow-profile profiles/pod results/ladder.csv
 
 The package holds one job per module: `settings` (the `--runpod-*` flags, machines.yaml's pod section,
 their precedence and checks), `pool` (the run's pods), `transport` (ssh and rsync), `executor` (the

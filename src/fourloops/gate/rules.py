@@ -87,12 +87,13 @@ def evaluate(
             model_set = rec.data.get("model_set")
             if model_set == "smoke":
                 refuse(art, 4, f"{chain(lin, rec)}: model_set smoke ({rec.path})",
-                       "run with the real model set (not --profile profiles/smoke); smoke never passes for real")
+                       "run with the real model set (not --workflow-profile profiles/smoke); smoke never passes "
+                       "for real")
                 break
             if model_set == "sizing":
                 refuse(art, 4, f"{chain(lin, rec)}: model_set sizing ({rec.path})",
-                       "run with the real model set (not --profile profiles/sizing); the sizing set's random weights "
-                       "measure memory and time, never a result")
+                       "run with the real model set (not --workflow-profile profiles/sizing); the sizing set's random "
+                       "weights measure memory and time, never a result")
                 break
             if model_set is None:
                 refuse(art, 4, f"{chain(lin, rec)}: no model_set recorded ({rec.path})",
