@@ -83,9 +83,9 @@ all() {
   touch "$RUN/done"
 }
 
-# the capped run's targets: the LoRA condition, restyle -> keypoints -> drift, grades, the HEF export
-CAPPED=(results/generate/D/views.json results/drift/watercolor.csv
-        results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx)
+# the capped run's targets: the whole DAG, or GPU_RUN_TARGETS (2026-12-02's second run, with 20 device minutes left:
+# "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
+read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
 heldout() {  # configurations no fit used (memory only: few steps and items; each in its own process)
   say "held-out probes"
