@@ -15,6 +15,7 @@ A job that completes leaves its record; one that fails leaves none, and its log 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -43,8 +44,6 @@ def _failure(log: str, rule: str) -> str | None:
 
 def _allowed(log: str) -> str | None:
     """The pool limit torch's OutOfMemoryError names ("... 23.49 GiB allowed"): the cap as torch applied it."""
-    import re
-
     m = re.search(r"([0-9.]+) GiB allowed", log)
     return None if m is None else f"{m.group(1)} (torch's pool)"
 
@@ -78,7 +77,10 @@ def _row(job: dict, rec: dict | None, failed: str | None) -> dict:
     if rec is not None and not rec.get("vram_cap_applied"):
         failed = "ran without the cap"
     outcome = failed or ("completed" if rec is not None else "no record")
-    gib = lambda key: None if rec is None or rec.get(key) is None else round(rec[key], 3)  # noqa: E731
+
+    def gib(key: str) -> float | None:
+        return None if rec is None or rec.get(key) is None else round(rec[key], 3)
+
     return {"rule": job["rule"], "job": _job(job), "desk walls": "admitted" if job["verdict"] == "fits" else
             "refused (" + ", ".join(w["wall"] for w in job["refused_walls"]) + ")",
             "asked GiB": job["vram_gib"], "cap GiB": cap,

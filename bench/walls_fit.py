@@ -20,6 +20,7 @@ import argparse
 import glob
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -142,7 +143,9 @@ HELDOUT = (RESULTS / "gpu-run-h200-2026-12-02" / "heldout", RESULTS / "gpu-run-h
 
 
 def heldout_rows() -> list[dict]:
-    """One row per configuration of the held-out probe records (a record's configurations each have their NVML)."""
+    """One row per configuration of the held-out probe records (a record's configurations each have their NVML);
+    a detector configuration at one image a call whose key the fit's records hold is the fitted one again."""
+    fitted_detectors = {r["key"] for r in rows() if r["component"] == "detector"}
     out = []
     for folder in HELDOUT:
         for path in sorted(folder.glob("*.json")):
@@ -156,14 +159,14 @@ def heldout_rows() -> list[dict]:
                 if comp == "generator":
                     config = {"references": c["references"], "size": c["resolution"]}
                 elif comp == "detector":
-                    if c["images_per_call"] == 1 and c["resolution"] == 576:
-                        continue  # the fitted configuration again (sizing-h200-2026-12-01/detector-576.json)
+                    if c["images_per_call"] == 1 and rec["key"] in fitted_detectors:
+                        continue
                     config = {"resolution": c["resolution"], "images_per_call": c["images_per_call"]}
                 elif comp == "lora_step":
                     config = {"frozen_dtype": c["frozen_dtype"], "text_encoder": c["text_encoder"],
                               "resolution": c["resolution"],
-                              "rank": int(rec["bench_configuration"].rsplit("-r", 1)[1])
-                              if "-r" in rec["bench_configuration"] else 8}
+                              "rank": int(m.group(1)) if (m := re.search(r"-r(\d+)$", rec["bench_configuration"]))
+                              else 8}  # sizing_gpu.py names a rank other than the default (8) "-r<rank>"
                 else:
                     config = {"question": c["question"], "images": c["images"]}
                 out.append({"record": str(path.relative_to(REPO)), "component": comp, "key": rec["key"],
