@@ -21,6 +21,19 @@ FAKE_SECRETS = {
     "RUNPOD_API_KEY": "fake-runpod-key-Yt5Rb2Nx7Hc4",
 }
 
+
+
+def driver_sees(peak: float, weights: float, kind: str = "inference") -> float:
+    """What the walls ask for a torch peak of which `weights` GiB are resident weights, as the README and
+    config/models.yaml state it: the pool's reserve of the peak and of the pass over the weights, then the CUDA
+    context, per kind of process (`process_overhead`)."""
+    import yaml
+
+    over = yaml.safe_load((REPO / "config" / "models.yaml").read_text())["process_overhead"][kind]
+    return (peak * (1 + over["allocator_reserve"]) + max(0.0, peak - weights) * over["activations_reserve"]
+            + over["cuda_context_gib"])
+
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ["HF_HUB_OFFLINE"] = "1"

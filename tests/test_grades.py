@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, run_snakemake
+from conftest import REPO, driver_sees, run_snakemake
 from fourloops import asks, preflight, scorer as sc
 from fourloops.stage import AskContext, stage_for
 
@@ -139,8 +139,7 @@ def test_the_scorer_asks_its_measured_weights_and_the_grading_prompt_through_the
     # the pass grows with EditScore's SC prompt (2110 tokens); NF4 and bf16 processes keep different overheads
     model = FACTS["models"]["qwen3_vl_8b"]
     peak = weights + model["prompt_tokens"] * model["activations_gib_per_prompt_token"]
-    over = FACTS["process_overhead"].get(precision, FACTS)
-    gib = peak * (1 + over["allocator_reserve"]) + over["cuda_context_gib"]
+    gib = driver_sees(peak, asks.weights_gib(FACTS, "qwen3_vl_8b", precision), "scorer")
     ask = stage_for("grades").ask_for(AskContext(FACTS), {"style": "ink"}, real_params(precision=precision))
     assert ask.vram.value == pytest.approx(gib) and ask.devices == ("cuda",) and ask.model == "qwen3_vl_8b"
     assert "measured" in ask.vram.source

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, SNAKEMAKE, snakemake_env
+from conftest import REPO, SNAKEMAKE, driver_sees, snakemake_env
 from fourloops import asks, levers, machines, refusal, walls
 from fourloops.stage import AskContext, stage_for
 
@@ -55,8 +55,6 @@ def machines_copy(tmp_path: Path, change) -> dict:
     return machines.load(path)
 
 
-def driver_sees(peak: float) -> float:
-    return peak * (1 + FACTS["allocator_reserve"]) + FACTS["cuda_context_gib"]
 
 
 # ---------------------------------------------------------------------------------- the heavy generator
@@ -64,7 +62,8 @@ def test_the_heavy_generators_nf4_lever_is_the_generator_ask_at_nf4_and_says_whe
     job = generate_job(generator())
     # the 54.73 GiB was the estimate + a 0.5 GiB context; now + the allocator reserve + the measured context
     gib, _ = asks.estimate_vram_gib(FACTS, "qwen_image_edit_plus", precision="bf16", resolution=512)
-    assert job.ask.vram.value == pytest.approx(driver_sees(gib)) and job.ask.vram.value > 54.73
+    weights = asks.weights_gib(FACTS, "qwen_image_edit_plus", "bf16")
+    assert job.ask.vram.value == pytest.approx(driver_sees(gib, weights)) and job.ask.vram.value > 54.73
     v = walls.check_jobs([job], MACHINES, "desk")
     assert not v.ok
     found = levers.find(job, MACHINES, "desk")
@@ -90,7 +89,8 @@ def test_offload_asks_the_largest_component_and_costs_its_slowdown():
     off = by_name(levers.find(job, MACHINES, "desk"))["offload"]
     gib, _ = asks.estimate_vram_gib(FACTS, "qwen_image_edit_plus", precision="bf16", resident=["transformer"],
                                     resolution=512)
-    assert off.ask.vram.value == pytest.approx(driver_sees(gib))
+    assert off.ask.vram.value == pytest.approx(driver_sees(gib, asks.weights_gib(FACTS, "qwen_image_edit_plus", "bf16",
+                                                                                ["transformer"])))
     assert off.seconds == pytest.approx(job.ask.seconds.value * FACTS["offload"]["slowdown"])
     assert f"time x{FACTS['offload']['slowdown']:g} ({FACTS['offload']['source']})" in off.note
     assert "runbook §1" in off.note

@@ -17,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import REPO, SNAKEMAKE, job_process, run_snakemake, snakemake_env
+from conftest import REPO, SNAKEMAKE, driver_sees, job_process, run_snakemake, snakemake_env
 from fourloops import asks, lora, lora_records, machines, refusal, walls
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.config import ConfigError, check_config, schema_with_slices
@@ -242,10 +242,16 @@ def test_census_in_the_provenance_matches_the_saved_file_and_its_contract(smoke_
 
 
 # --------------------------------------------------------------------------------------- the walls
-def driver_gib(torch_peak: float) -> float:
-    """What the walls compare: the torch peak plus a training process's allocator reserve and CUDA context (models.yaml)."""
-    over = FACTS["process_overhead"]["training"]
-    return torch_peak * (1 + float(over["allocator_reserve"])) + float(over["cuda_context_gib"])
+def driver_gib(torch_peak: float, frozen: float) -> float:
+    """What the walls compare: a training process's torch peak with `frozen` GiB of frozen weights (models.yaml)."""
+    return driver_sees(torch_peak, frozen, "training")
+
+
+# the frozen weights models.yaml gives: the transformer at its dtype, the text encoder (bf16) when resident
+FP32_TE = asks.weights_gib(FACTS, "omnigen2", "fp32", ["transformer"]) + asks.weights_gib(FACTS, "omnigen2", "bf16", ["text_encoder"])
+FP32 = asks.weights_gib(FACTS, "omnigen2", "fp32", ["transformer"])
+BF16_TE = asks.weights_gib(FACTS, "omnigen2", "bf16", ["transformer", "text_encoder"])
+BF16 = asks.weights_gib(FACTS, "omnigen2", "bf16", ["transformer"])
 
 
 def lora_job(frozen: str, encoder: str, resolution: int = 512) -> walls.PendingJob:
@@ -259,9 +265,9 @@ def test_the_seeds_fp32_setup_with_the_encoder_at_512_is_refused_on_the_desk_and
     seeds = walls.check_jobs([lora_job("fp32", "resident")], MACHINES, "desk")
     assert not seeds.ok
     text = refusal.report(seeds, MACHINES)
-    assert f"{driver_gib(25.05):.2f} GiB" in text and "bench/lora_gpu.py" in text and "fits pod" in text, text
+    assert f"{driver_gib(25.05, FP32_TE):.2f} GiB" in text and "bench/lora_gpu.py" in text and "fits pod" in text, text
     assert walls.check_jobs([lora_job("bf16", "precomputed")], MACHINES, "desk").ok
-    assert lora_job("bf16", "precomputed").ask.vram.value == pytest.approx(driver_gib(9.23))
+    assert lora_job("bf16", "precomputed").ask.vram.value == pytest.approx(driver_gib(9.23, BF16))
     assert walls.check_jobs([lora_job("fp32", "precomputed")], MACHINES, "desk").ok  # measured 16.88
 
 
@@ -272,7 +278,7 @@ def test_the_config_chooses_the_profile_and_a_real_run_is_refused_by_the_walls(t
                          "results/lora/camera.safetensors", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "walls:" in out and "lora_train" in out, out[-3000:]
-    assert f"{driver_gib(25.05):.2f} GiB" in out, out[-3000:]
+    assert f"{driver_gib(25.05, FP32_TE):.2f} GiB" in out, out[-3000:]
     assert not (tmp_path / "results").exists()
     cfg.write_text(yaml.safe_dump({"lora": {"profile": "pod"}}))
     proc = run_snakemake(tmp_path, f"--configfile={cfg}", "-n", "results/lora/camera.safetensors")
@@ -296,8 +302,8 @@ def test_the_seeds_setup_refused_on_the_desk_offers_the_loras_own_knobs_in_rfd_1
     assert [lv.name for lv in knobs] == ["lora.text_encoder: precomputed", "lora.frozen_dtype: bf16",
                                          "lora.resolution: 256"]
     encoder_off, bf16, small = (lv.ask.vram_mb / 1024.0 for lv in knobs)
-    assert encoder_off == pytest.approx(driver_gib(17.95), abs=0.01)  # the fp32 step without the encoder, measured
-    assert bf16 == pytest.approx(driver_gib(16.34), abs=0.01)  # bf16 with the encoder resident, measured
+    assert encoder_off == pytest.approx(driver_gib(17.95, FP32), abs=0.01)  # the fp32 step without the encoder, measured
+    assert bf16 == pytest.approx(driver_gib(16.34, BF16_TE), abs=0.01)  # bf16 with the encoder resident, measured
     assert 6.5 < ask.vram_mb / 1024.0 - encoder_off < 8.0 and small < ask.vram_mb / 1024.0
     assert knobs[0].here and knobs[1].here
     text = refusal.report(verdict, MACHINES)

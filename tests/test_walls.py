@@ -63,7 +63,10 @@ def run(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 # the torch peak a probe reports for the wall check to ask 32.5 GiB (the DFC's figure, RFD 1165)
-PEAK_ASKING_32_5 = (32.5 - FACTS["cuda_context_gib"]) / (1 + FACTS["allocator_reserve"])
+# (ask = peak x (1 + reserve) + (peak - weights) x activations reserve + context, solved for the peak)
+_OVER, _WEIGHTS = FACTS["process_overhead"]["inference"], asks.weights_gib(FACTS, "omnigen2", "bf16")
+PEAK_ASKING_32_5 = ((32.5 - _OVER["cuda_context_gib"] + _WEIGHTS * _OVER["activations_reserve"])
+                    / (1 + _OVER["allocator_reserve"] + _OVER["activations_reserve"]))
 
 
 def probe_says(workdir: Path, gib: float) -> None:

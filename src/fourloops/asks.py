@@ -264,26 +264,44 @@ def _cuda(device: str) -> bool:
 
 def process_kind(component: str, precision: str) -> str:
     """The kind of GPU process a job is, for what the driver sees of it over torch's allocated peak
-    (models.yaml `process_overhead`): training (a LoRA step: autograd and the 8-bit optimizer's kernels), nf4
-    (bitsandbytes 4-bit weights), inference (anything else)."""
+    (models.yaml `process_overhead`): training (a LoRA step: autograd and the 8-bit optimizer's kernels), scorer
+    (the vision-language model's long prefill and decoding, either precision), detector (batched fp32 convolutions
+    and attention), nf4 (a generator's bitsandbytes 4-bit weights), inference (anything else)."""
     if component in ("lora_step", "lora_train"):
         return "training"
+    if component in ("scorer", "detector"):
+        return component
     return "nf4" if precision == "nf4" else "inference"
 
 
-def overhead(facts: dict, kind: str) -> tuple[float, float]:
-    """(allocator reserve, CUDA context GiB) of a kind of process; the top-level figures for a kind not listed."""
+def overhead(facts: dict, kind: str) -> tuple[float, float, float]:
+    """(allocator reserve, activations reserve, CUDA context GiB) of a kind of process; the top-level figures for a
+    kind not listed."""
     over = (facts.get("process_overhead") or {}).get(kind) or {}
     return (float(over.get("allocator_reserve", facts.get("allocator_reserve", 0.0))),
+            float(over.get("activations_reserve", facts.get("activations_reserve", 0.0))),
             float(over.get("cuda_context_gib", facts.get("cuda_context_gib", 0.0))))
 
 
-def with_context(facts: dict, fig: Figure, kind: str = "inference") -> Figure:
-    """What the driver sees of a process of `kind` whose torch peak is `fig`: the allocator's slack and the CUDA
-    context, as models.yaml's records show them for that kind (bench/walls_fit.py)."""
-    reserve, ctx = overhead(facts, kind)
-    return Figure(fig.value * (1 + reserve) + ctx,
-                  f"{fig.source} + {kind} process: allocator reserve {reserve:.1%} + CUDA context {ctx:g} GiB")
+def with_context(facts: dict, fig: Figure, kind: str = "inference", *, weights_gib: float) -> Figure:
+    """What the driver sees of a process of `kind` whose torch peak is `fig` with `weights_gib` of it resident
+    weights: the caching allocator's slack, a share of the whole peak and a share of what the pass adds over the
+    weights (its activations: the pool keeps their freed blocks), and the CUDA context, as the records show them
+    for that kind (models.yaml `process_overhead`, fitted by bench/walls_fit.py)."""
+    reserve, per_act, ctx = overhead(facts, kind)
+    act = max(0.0, fig.value - weights_gib)
+    return Figure(fig.value * (1 + reserve) + act * per_act + ctx,
+                  f"{fig.source} + {kind} process: allocator reserve {reserve:.1%} + {per_act:.1%} of the "
+                  f"{act:.2f} GiB over the weights + CUDA context {ctx:g} GiB")
+
+
+def weights_gib(facts: dict, model_name: str, dtype: str, resident: list[str] | None = None) -> float:
+    """The resident weights (GiB) of `model_name`'s components at `dtype` (all of them unless `resident`): the part
+    of a process's peak the allocator holds in place, the rest being the pass's (`with_context`)."""
+    model = facts["models"][model_name]
+    if "recorded" in model:
+        return 0.0
+    return sum(component_gib(facts, model, c, dtype) for c in (resident or model["components"]))
 
 
 def _peak(facts: dict, measured: Measurements | None, machine: str, key: str, model_name: str, estimate) -> Figure:
@@ -294,11 +312,12 @@ def _peak(facts: dict, measured: Measurements | None, machine: str, key: str, mo
     return estimate()
 
 
-def _card(facts: dict, measured, machine: str, device: str, key: str, name: str, estimate,
+def _card(facts: dict, measured, machine: str, device: str, key: str, name: str, estimate, weights: float,
           kind: str = "inference") -> tuple[Figure, tuple]:
-    """VRAM and devices of a model on `device`: measured beats estimated, plus the process's overhead; none on the CPU."""
+    """VRAM and devices of a model on `device`: measured beats estimated, plus the process's overhead over its
+    `weights` GiB; none on the CPU."""
     if _cuda(device):
-        fig = with_context(facts, _peak(facts, measured, machine, key, name, estimate), kind)
+        fig = with_context(facts, _peak(facts, measured, machine, key, name, estimate), kind, weights_gib=weights)
         return (measured.at_least_seen(key, fig) if measured is not None else fig), ("cuda",)
     return Figure(0.0, "cpu device: no VRAM"), ()
 
@@ -327,7 +346,7 @@ def generator_ask(
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
     vram, devices = _card(facts, measured, machine, gen["device"], generator_key(gen), name, estimate,
-                          process_kind("generator", precision))
+                          weights_gib(facts, name, precision), process_kind("generator", precision))
     ram = _streamed_weights_ram(facts, model)
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}
@@ -361,7 +380,8 @@ def detector_ask(
     secs = model.get("seconds") or {}
     seconds = _measured_seconds(measured, detector_key(det), machine, n_images, "images") or Figure(
         float(secs.get("load", 10)) + n_images * float(secs.get("per_image", 1.0)), "estimate: models.yaml seconds")
-    vram, devices = _card(facts, measured, machine, det["device"], detector_key(det), name, estimate)
+    vram, devices = _card(facts, measured, machine, det["device"], detector_key(det), name, estimate,
+                          weights_gib(facts, name, "fp32"), process_kind("detector", "fp32"))
     return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
 
 
@@ -394,7 +414,7 @@ def scorer_ask(
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
     vram, devices = _card(facts, measured, machine, scorer["device"], scorer_key(scorer), name, estimate,
-                          process_kind("scorer", precision))
+                          weights_gib(facts, name, precision), process_kind("scorer", precision))
     ram = _streamed_weights_ram(facts, model)
     secs = model.get("seconds") or {}
     per = float(secs.get("per_image", 36))
@@ -446,7 +466,11 @@ def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, ma
                                        resolution=res)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
-    vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), name, estimate, "training")
+    frozen_weights = (weights_gib(facts, name, frozen, ["transformer"])
+                      + (weights_gib(facts, name, model.get("lora_text_encoder_dtype", "bf16"), ["text_encoder"])
+                         if "text_encoder" in resident else 0.0))
+    vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), name, estimate, frozen_weights,
+                          "training")
     ram = _streamed_weights_ram(facts, model)
     secs = model.get("seconds") or {}
     table = {int(k): float(v) for k, v in (secs.get("per_lora_step_by_resolution") or {}).items()}
@@ -478,7 +502,7 @@ def text_encoder_ask(facts: dict, job: dict, *, n_prompts: int = 1) -> Ask:
         gib = component_gib(facts, model, "text_encoder", dtype)
         fig = Figure(gib, f"estimate: text_encoder ({dtype}) {gib:.2f}")
     if _cuda(job["device"]):
-        vram, devices = with_context(facts, fig, process_kind("text_encoder", dtype)), ("cuda",)
+        vram, devices = with_context(facts, fig, process_kind("text_encoder", dtype), weights_gib=fig.value), ("cuda",)
     else:
         vram, devices = Figure(0.0, "cpu device: no VRAM"), ()
     te = component_gib(facts, model, "text_encoder", "bf16")
@@ -532,7 +556,8 @@ def offload_ask(facts: dict, gen: dict, ask: Ask) -> Ask | None:
                                    resolution=size)
     vram = with_context(facts, Figure(gib, "estimate, offload (models.yaml offload): "
                                        + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())),
-                         process_kind("generator", precision))
+                         process_kind("generator", precision),
+                         weights_gib=weights_gib(facts, name, precision, [largest]))
     host = float(facts["stages"]["generate_host_gib"])
     held = sum(component_gib(facts, model, c, precision) for c in comps) + host
     ram = ask.ram if ask.ram.value >= held else Figure(

@@ -29,9 +29,9 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
     host = float(ctx.facts["stages"]["generate_host_gib"])
     source = f"estimate: {name} random weights at {dtype} {gib:.2f} GiB"
     on_card = str(params["device"]).startswith("cuda")
-    # on the card, what the driver sees of an inference process over its torch peak (the whole-DAG H200 run of
-    # 2026-12-02 saw 16.20 GiB for omnigen2's 14.54 GiB of weights: the context and the pool's slack)
-    vram = asks.with_context(ctx.facts, asks.Figure(gib, source)) if on_card else asks.Figure(0.0, source + " (cpu)")
+    # on the card, what the driver sees of a build over its weights (models.yaml process_overhead.build: the whole-DAG
+    # H200 runs of 2026-12-02 saw 16.20 GiB for omnigen2's 14.54 GiB of weights: the context, transients, the slack)
+    vram = asks.with_context(ctx.facts, asks.Figure(gib, source), "build", weights_gib=gib) if on_card else asks.Figure(0.0, source + " (cpu)")
     return asks.Ask(
         vram=vram,
         ram=asks.Figure((0.0 if on_card else gib) + min(gib, 10.0) + host,
