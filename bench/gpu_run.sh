@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # GPU jobs through Snakemake itself on one lent GPU with no network, with the sizing model set (profiles/sizing-gpu):
-# held-out sizing probes, then the 24 GiB confusion matrix (the seeds' LoRA and the DAG's GPU jobs under a 24 GiB cap,
-# the DAG's asked and admitted by the desk's walls), then Qwen-Image-Edit; raw records to $OUT.
+# Qwen-Image-Edit (NF4 with its RAM sampled, then bf16 under a 24 GiB cap), the held-out sizing probes, then the
+# whole DAG under a 24 GiB cap, asked and admitted by the desk's walls (the 24 GiB confusion matrix); raw records to
+# $OUT. GPU_RUN_SEEDS_LORA=1 also runs the seeds' LoRA setup under the cap (a job the desk's walls refuse).
 #
-# Here (with network), once: the wheels the GPU machine's own Python 3.12 + torch lacks, the pinned OmniGen2
-# package, a git bundle of HEAD (so each job's provenance names a clean commit), and the desk half (render and the
-# LoRA records need anny + EGL, which the GPU machine lacks; they are desk jobs):
-#   bench/gpu_run.sh prepare
+# Here (with network), once: the wheels the GPU machine's own Python 3.12 + torch lacks (bench/gpu_wheels.sh), the
+# pinned OmniGen2 package in .carry/omnigen2, a git bundle of HEAD (so each job's provenance names a clean commit),
+# and the desk half (render and the LoRA records need anny + EGL, which the GPU machine lacks; they are desk jobs):
+#   bench/gpu_wheels.sh; bench/gpu_run.sh prepare
 # There:
 #   bench/gpu_run.sh start            # a detached session (outlives one command's limit) runs `all`
-#   bench/gpu_run.sh wait 540         # prints its log as it goes; copies the records to $OUT when it is done
+#   bench/gpu_run.sh wait 540         # prints its log as it goes; copies the records so far to $OUT
 # Carry .wheels and .carry on EVERY call to the GPU machine, and sizing on the first only: on 2026-12-02 a poll
 # call that carried nothing found .carry/omnigen2 gone, and every later generator job failed to import it;
 # carrying sizing again would replace the run's results there with this machine's.
@@ -61,14 +62,18 @@ all() {
   python3 -c 'import torch, snakemake, transformers, diffusers, bitsandbytes, omnigen2, onnxoptimizer; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   git_ready && say "code $(git rev-parse HEAD) dirty=$(git status --porcelain --untracked-files=no | wc -l)" || say "no git"
   # probes carried from an earlier session on this kind of machine (sizing/results/probe/h200 with their provenance)
-  # are kept: this run's seconds then judge a forecast made before them; without them, probe here first
+  # are kept: this run's seconds then judge a forecast made before them; without them, probe here first.
+  # Qwen-Image-Edit first: its 54 GiB sizing build and the others' do not fit the disk together
+  qwen_image
+  collect qwen
+  rm -rf "$RUN/qwen/models"  # 54 GiB: the sizing models need the disk
   local until=(); compgen -G "sizing/results/probe/h200/*.json" >/dev/null && until=(--until sizing_model)
   say "the sizing models${until:+ (builds only: the probes were carried)}, then a probe per component unless carried"
   python3 -m snakemake "${PROFILE[@]}" probe "${until[@]}" \
     || { say "sizing builds or probes failed: stop"; collect builds; touch "$RUN/done"; return 1; }
   heldout
   collect heldout
-  cap24_refused
+  [ -n "${GPU_RUN_SEEDS_LORA:-}" ] && cap24_refused
   say "plans before the capped run: the forecast (this machine's probes) and the desk walls' verdicts"
   python3 -m fourloops.cli plan "${PROFILE[@]}" --json "${CAPPED[@]}" > "$RUN/plan-before.json"
   python3 -m fourloops.cli plan "${PROFILE[@]}" --machine desk --json "${CAPPED[@]}" > "$RUN/plan-before-desk.json"
@@ -78,8 +83,6 @@ all() {
   echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
   cp "$RUN"/plan-before*.json sizing/ 2>/dev/null
   collect dag
-  qwen_image
-  collect qwen
   touch "$RUN/done"
 }
 
@@ -87,17 +90,20 @@ all() {
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used (memory only: few steps and items; each in its own process)
+heldout() {  # configurations no fit used, chosen before the run (memory: few steps and items; each in its own process):
+  # another size and reference count (bf16 768, 1 and 3 references), the other precision at another size (nf4 1024),
+  # the scorer at nf4 with 768 px images, the detector at 2 and 16 images a call, LoRA steps at 640 px rank 32 and
+  # fp32-frozen at 384 px
   say "held-out probes"
   local work=$RUN/heldout; mkdir -p "$work/models"
   for c in omnigen2 detector scorer; do ln -sfn "$REPO/sizing/models/sizing/$c" "$work/models/$c"; done
-  local common=(--work "$work" --out "$RUN/heldout/records" --scorer-precisions --timeout 300)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --steps 4 --items 1 --references 2 \
-    --omnigen2-precisions bf16 --no-detector --lora-steps
-  python3 bench/sizing_gpu.py "${common[@]}" --size 768 --steps 4 --items 1 --references 2 \
-    --omnigen2-precisions nf4 --no-detector --lora-steps
-  python3 bench/sizing_gpu.py "${common[@]}" --items 2 --omnigen2-precisions --detector-batches 1 4 8 \
-    --lora-steps bf16:precomputed:384:16
+  local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-max-new-tokens 48)
+  python3 bench/sizing_gpu.py "${common[@]}" --size 768 --items 1 --references 1 3 \
+    --omnigen2-precisions bf16 --scorer-precisions nf4 --no-detector --lora-steps
+  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --references 1 \
+    --omnigen2-precisions nf4 --scorer-precisions --no-detector --lora-steps
+  python3 bench/sizing_gpu.py "${common[@]}" --items 2 --omnigen2-precisions --scorer-precisions --detector-batches 2 16 \
+    --lora-steps bf16:precomputed:640:32 fp32:precomputed:384
 }
 
 cap24_refused() {  # the seeds' LoRA setup: the desk's walls refuse it; run capped on this card, it must fail
@@ -112,24 +118,23 @@ cap24_refused() {  # the seeds' LoRA setup: the desk's walls refuse it; run capp
   rm -rf sizing/results/lora/camera.safetensors sizing/results/lora/.camera*
 }
 
-qwen_image() {  # Qwen-Image-Edit-Plus (57 GB on disk: the other models go first): nf4 uncapped (its peak RSS is
-  # the RAM wall's question), then bf16 under the 24 GiB cap (the desk's walls refuse it: it must fail)
+qwen_image() {  # Qwen-Image-Edit-Plus (54 GiB on disk: built before the others): nf4 uncapped (its peak RSS, anonymous
+  # and file-backed, is the RAM wall's question), then bf16 under the 24 GiB cap (the desk's walls refuse it: it must fail)
   say "qwen_image_edit_plus: nf4 (peak RSS), then bf16 under a 24 GiB cap"
   local work=$RUN/qwen; mkdir -p "$work/models"
-  rm -rf "$REPO/sizing/models"
   python3 bench/sizing_gpu.py --work "$work" --out "$RUN/qwen/records" --omnigen2-precisions --scorer-precisions \
     --no-detector --qwen-image-edit --only generator-qwen_image_edit_plus-nf4 --steps 4 --items 1 --references 1 \
-    --timeout 400
+    --timeout 420
   FOURLOOPS_VRAM_CAP_GIB=24 python3 bench/sizing_gpu.py --work "$work" --out "$RUN/qwen/records" \
     --omnigen2-precisions --scorer-precisions --no-detector --qwen-image-edit --only generator-qwen_image_edit_plus-bf16 \
-    --steps 4 --items 1 --references 1 --timeout 300
+    --steps 4 --items 1 --references 1 --timeout 240
 }
 
 collect() {  # what comes back: records, logs, benchmarks, tables (no images, no models)
   local name=$1
   say "collect $name"
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d plan-before*.json heldout/records qwen/records cap24-* 2>/dev/null) 2>/dev/null
+    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d plan-before*.json heldout/records qwen/records qwen/rss.txt cap24-* 2>/dev/null) 2>/dev/null
   ls -la "$RUN"/*.tar.gz
 }
 
@@ -147,6 +152,7 @@ wait_run() {  # print the log while it grows, until done or $1 seconds; then cop
   done
   [ -f "$RUN/done" ] && echo "RUN DONE" || echo "RUN STILL GOING"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader
+  [ -f "$RUN/done" ] || collect sofar >/dev/null  # what the jobs wrote so far, should the session end mid-run
   [ -n "${OUT:-}" ] && cp "$RUN"/*.tar.gz "$RUN/log" "$OUT"/ 2>/dev/null; true
 }
 

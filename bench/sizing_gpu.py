@@ -85,8 +85,41 @@ def prompts() -> list[str]:
         + [str(v) for v in styles.values()]
 
 
+class RssPeaks:
+    """This process's resident memory sampled every 50 ms from /proc/self/status: the peak of the whole (VmRSS), of
+    its anonymous part (RssAnon: what must fit in RAM) and of its file-backed part (RssFile: safetensors' mapped
+    pages, which the kernel can drop and read again)."""
+
+    FIELDS = ("VmRSS", "RssAnon", "RssFile")
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = {f: 0 for f in self.FIELDS}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            name, _, rest = line.partition(":")
+            if name in self.peak:
+                self.peak[name] = max(self.peak[name], int(rest.split()[0]))
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self._read()
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        self._read()
+        return {f"peak_{f.lower()}_mib": round(kib / 1024, 1) for f, kib in self.peak.items()}
+
+
 def child(args) -> int:
     """One configuration in this process: its probe record to --record."""
+    rss = RssPeaks() if Path("/proc/self/status").exists() else None
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -103,6 +136,8 @@ def child(args) -> int:
                 guard_machine=None, **extra)
     rec["bench_configuration"] = c["name"]
     rec["peak_rss_mib"] = round(provenance.peak_rss_mib(), 1)  # this process's (the load's) peak resident memory
+    if rss is not None:
+        rec["rss_sampled"] = rss.stop()  # anonymous against file-backed: the RAM wall's question
     if cap:
         rec["vram_cap"] = cap
     Path(args.record).write_text(json.dumps(rec, indent=1, default=str))
