@@ -7,7 +7,10 @@ RUN_DIR holds what bench/gpu_run.sh brought back, unpacked:
 - plan-before-desk.json: `fourloops plan --machine desk` of the capped DAG (the jobs the desk's walls admit);
 - cap24-refused-plan.json and cap24-refused.log: the seeds' LoRA setup, planned for the desk, then run capped
   on a machine whose walls let it start (the H200's);
-- sizing/results/provenance/**.json: the capped jobs' records (the cap applied, torch and NVML peaks, peak RSS).
+- sizing/results/provenance/**.json: the capped jobs' records (the cap applied, torch and NVML peaks, peak RSS);
+- qwen/*.json (from 2026-12-02's third run): Qwen-Image-Edit's probe records (bench/sizing_gpu.py, one process a
+  precision), the NF4 one uncapped (its RAM), the bf16 one under the cap; their desk verdict is the walls' of
+  config/models.yaml now (no plan was made of them before the run).
 A job that completes leaves its record; one that fails leaves none, and its log names the error.
 --write puts the matrix beside them as cap24.md (a test regenerates the committed one from its records).
 """
@@ -55,6 +58,8 @@ def rows(run_dir: Path) -> list[dict]:
     logs = {"plan-before-desk.json": run_dir / "cap24-admitted.log", "cap24-refused-plan.json": run_dir / "cap24-refused.log"}
     out, seen = [], set()
     for plan, log_path in logs.items():
+        if not (run_dir / plan).exists():
+            continue  # the seeds' LoRA was not run capped this time (bench/gpu_run.sh GPU_RUN_SEEDS_LORA)
         log = log_path.read_text() if log_path.exists() else ""
         for j in json.loads((run_dir / plan).read_text())["jobs"]:
             key = (j["rule"], _job(j))
@@ -65,10 +70,39 @@ def rows(run_dir: Path) -> list[dict]:
             elif key not in seen and (plan == "plan-before-desk.json" or key in records):
                 seen.add(key)  # the refused run's plan also holds jobs it shares with the DAG (the embeddings)
                 out.append(_row(j, records.get(key), None if key in records else _failure(log, j["rule"]) or "no record"))
+    out += probe_rows(run_dir)
     for key, rec in records.items():  # a capped job neither desk plan listed: no verdict to judge
         if rec.get("vram_cap_gib") is not None and key not in seen:
             out.append({**_row({"rule": key[0], "wildcards": rec.get("wildcards"), "verdict": "fits",
                                 "refused_walls": [], "vram_gib": None}, rec, None), "desk walls": "not in a plan"})
+    return out
+
+
+def probe_rows(run_dir: Path) -> list[dict]:
+    """Qwen-Image-Edit's probes (bench/gpu_run.sh qwen_image): the desk walls' verdict now on a generate job of
+    that configuration, against what its process did (under the cap, or not capped at all)."""
+    from fourloops import asks, machines, walls
+
+    facts = asks.load_facts(REPO / "config" / "models.yaml")
+    desk = machines.load(REPO / "config" / "machines.yaml")
+    out = []
+    for path in sorted((run_dir / "qwen").glob("generator-*.json")):
+        rec = json.loads(path.read_text())
+        settings = rec.get("settings") or rec["apparatus"]["settings"]
+        ask = asks.generator_ask(facts, {**settings, "device": "cuda"}, n_references=1)
+        refused = [r for r in walls.check_job(walls.PendingJob("generate", path.name, "desk", ask),
+                                              machines.machine(desk, "desk")) if not r.ok]
+        error = rec.get("error") or ""
+        capped = rec.get("vram_cap") is not None or "GiB allowed" in error
+        outcome = ("ran without the cap" if not capped else "completed" if not error else
+                   "out of memory" if "OutOfMemoryError" in error else "failed (not memory)")
+        conf = (rec.get("configurations") or [{}])[0]
+        out.append({"rule": "generate (probe)", "job": f"{settings['backend']} {settings['precision']}",
+                    "desk walls": "admitted" if not refused else "refused (" + ", ".join(r.wall for r in refused) + ")",
+                    "asked GiB": round(ask.vram.value, 3), "cap GiB": _allowed(error) or (rec.get("vram_cap") or {}).get("vram_cap_gib"),
+                    "under the cap": outcome, "NVML peak GiB": conf.get("nvml_process_gib"),
+                    "torch peak GiB": conf.get("peak_vram_gib"), "RAM asked GiB": round(ask.ram.value, 2),
+                    "peak RSS GiB": None if rec.get("peak_rss_mib") is None else round(rec["peak_rss_mib"] / 1024, 3)})
     return out
 
 
@@ -92,8 +126,10 @@ def _row(job: dict, rec: dict | None, failed: str | None) -> dict:
 def counts(body: list[dict]) -> dict:
     adm = [r for r in body if r["desk walls"] == "admitted"]
     ref = [r for r in body if r["desk walls"] != "admitted"]
-    return {"admitted, completed under the cap": sum(r["under the cap"] == "completed" for r in adm),
-            "admitted, failed under the cap (false admits)": sum(r["under the cap"] != "completed" for r in adm),
+    ran = [r for r in adm if r["under the cap"] != "ran without the cap"]
+    return {"admitted, completed under the cap": sum(r["under the cap"] == "completed" for r in ran),
+            "admitted, failed under the cap (false admits)": sum(r["under the cap"] != "completed" for r in ran),
+            "admitted, not run under the cap": len(adm) - len(ran),
             "refused, out of memory under the cap": sum(r["under the cap"] == "out of memory" for r in ref),
             "refused, completed under the cap (false refusals)": sum(r["under the cap"] == "completed" for r in ref),
             "refused, not run or failed otherwise": sum(r["under the cap"] not in ("out of memory", "completed")

@@ -1,20 +1,24 @@
-"""What the driver sees of a GPU process over torch's allocated peak, per kind of process, fitted on the H200
-records committed before 2026-12-02's third GPU run and judged on that run's probes of configurations no fit saw.
+"""What the driver sees of a GPU process over torch's allocated peak, per kind of process: the model fitted before
+2026-12-02's third GPU run judged on that run's probes of configurations no fit saw (held out), and the model
+config/models.yaml holds now, fitted on every committed H200 record (in-sample).
 
     .venv/bin/python bench/walls_fit.py                   # prints the table and the fitted facts
     .venv/bin/python bench/walls_fit.py --write           # writes bench/results/walls-fit-h200-2026-12-01.md
     (tests/test_asks.py regenerates the table from the committed records and compares it with the committed file)
 
-The model, per kind of process (fourloops.asks.process_kind: inference, nf4, detector, scorer, training):
+The model, per kind of process (fourloops.asks.process_kind: inference, nf4, detector, scorer, training; build):
   NVML = allocated x (1 + allocator_reserve) + (allocated - weights) x activations_reserve + cuda_context_gib
 where weights are the resident weights config/models.yaml gives for the configuration (fourloops.asks.weights_gib)
 and allocated - weights is what the pass adds over them: the pool keeps the freed blocks of its activations, which
 is why one reserve of the whole peak fell below the driver at 1024 px (2026-12-02's second run).
-In-sample: every record committed before the third run (FITTED below). Fitted per kind on the records that carry
-torch's reserved pool: cuda_context_gib = the largest NVML - reserved, rounded up; (allocator_reserve,
+Fitted per kind: cuda_context_gib = the largest NVML - reserved pool, rounded up; (allocator_reserve,
 activations_reserve) = the smallest linear envelope (least total slack, scipy's linprog) over every record's
-reserved - allocated, each rounded up (a wall errs high). config/models.yaml `process_overhead` holds them.
-Held out: the third run's probes (HELDOUT), read by no fit.
+reserved - allocated (NVML - allocated - context where a record has no pool figure), each rounded up (a wall errs
+high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
+the whole-DAG runs (bench/gpu_run.sh).
+Held out: the third run's probes (HELDOUT), chosen before it, against the facts the run was asked with
+(MODELS_BEFORE: config/models.yaml at commit cc2b805, fitted on the probes of the two runs before; the DAG jobs'
+provenance was not read by that fit, which is why two of that run's DAG jobs were asked below the driver).
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
 
@@ -79,7 +83,74 @@ def rows() -> list[dict]:
     for r in out:
         r["kind"] = kind_of(r["component"], r["precision"])
         r["sample"] = "in-sample"
-    return out + probe_rows(FITTED_PROBES, fitted_detectors={r["key"] for r in out if r["component"] == "detector"})
+    detectors = {r["key"] for r in out if r["component"] == "detector"}
+    return out + probe_rows(FITTED_PROBES + HELDOUT, fitted_detectors=detectors) + dag_rows()
+
+
+def rows_before_run3() -> list[dict]:
+    """The records the facts the third run was asked with were fitted on (MODELS_BEFORE): the probes of the runs
+    before it, not the DAG jobs' provenance."""
+    held = {r["record"] for r in probe_rows(HELDOUT)}
+    dag = {r["record"] for r in dag_rows()}
+    return [r for r in rows() if r["record"] not in held | dag]
+
+
+# Every GPU job's provenance in the whole-DAG runs: (rule -> component) and what its params say of its configuration.
+DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12-02-cap24",
+            RESULTS / "gpu-run-h200-2026-12-02-run3")
+
+
+def _dag_config(rule: str, params: dict) -> tuple[str, str, str, dict] | None:
+    """(component, key, precision, configuration) of a DAG job's provenance params; None for a job on no card."""
+    job = params.get("job") or {}
+    if rule in ("generate", "restyle"):
+        g = job["generator"]
+        return ("generator", f"generator/{g['backend']}/{g['precision']}/{g['size']}", g["precision"],
+                {"references": len(job.get("reference_azimuths") or [0]), "size": g["size"]})
+    if rule.startswith("keypoints"):
+        d = params["detector"]
+        return "detector", f"detector/rfdetr_keypoint_preview/fp32/{d['resolution']}", "fp32", {
+            "resolution": d["resolution"], "images_per_call": 1}
+    if rule == "grades":
+        return ("scorer", f"scorer/qwen3_vl_8b/{job['scorer']['precision']}", job["scorer"]["precision"],
+                {"question": "SC+PQ", "images": 2})
+    if rule == "lora_embeddings":
+        return ("text_encoder", f"text_encoder/{job['backend']}/{job['text_encoder_dtype']}", job["text_encoder_dtype"],
+                {"backend": job["backend"]})
+    if rule == "lora_train":
+        t = params["train"]
+        resident = "transformer+text_encoder" if t["text_encoder"] == "resident" else "transformer"
+        return ("lora_step", f"lora_step/{t['backend']}/{t['frozen_dtype']}/{resident}/{t['resolution']}",
+                t["frozen_dtype"], {"frozen_dtype": t["frozen_dtype"], "text_encoder": t["text_encoder"],
+                                    "resolution": t["resolution"], "rank": t["rank"]})
+    return None
+
+
+def dag_rows() -> list[dict]:
+    out = []
+    for run in DAG_RUNS:
+        for path in sorted((run / "sizing" / "results" / "provenance").rglob("*.json")):
+            rec = json.loads(path.read_text())
+            if rec.get("nvml_peak_gib") is None or rec.get("peak_vram_gib") is None:
+                continue
+            found = _dag_config(rec["rule"], rec.get("params") or {})
+            if found is None:
+                continue
+            comp, key, precision, config = found
+            out.append({"record": str(path.relative_to(REPO)), "component": comp, "key": key, "precision": precision,
+                        "config": config, "allocated": rec["peak_vram_gib"], "reserved": rec.get("peak_reserved_gib"),
+                        "nvml": rec["nvml_peak_gib"], "kind": kind_of(comp, precision), "sample": "in-sample",
+                        "rss": _gib(rec.get("peak_rss_mib")), "rss_anon": None})
+    return out
+
+
+def _label(record: str) -> str:
+    """A record's path under bench/results, its provenance folders shortened ("run:rule/job.json")."""
+    return record.split("bench/results/", 1)[-1].replace("/sizing/results/provenance/", ":")
+
+
+def _gib(mib) -> float | None:
+    return None if mib is None else float(mib) / 1024
 
 
 def _config(comp: str, key: str, rec: dict) -> dict:
@@ -98,12 +169,14 @@ def kind_of(component: str, precision: str) -> str:
     return process_kind(component, precision)
 
 
-def weights_of(row: dict) -> float:
+def weights_of(row: dict, facts: dict | None = None) -> float:
     """The resident weights models.yaml gives for the record's configuration (what the wall's ask takes them as)."""
     from fourloops import asks
 
-    facts = _facts()
+    facts = facts or _facts()
     c = row["config"]
+    if row["component"] == "text_encoder":
+        return asks.weights_gib(facts, c["backend"], row["precision"], ["text_encoder"])
     if row["component"] == "generator":
         return asks.weights_gib(facts, row["key"].split("/")[1], row["precision"])
     if row["component"] == "detector":
@@ -114,10 +187,10 @@ def weights_of(row: dict) -> float:
     return asks.weights_gib(facts, "omnigen2", c["frozen_dtype"], ["transformer"]) + te
 
 
-def _facts() -> dict:
+def _facts(path: Path = REPO / "config" / "models.yaml") -> dict:
     from fourloops import asks
 
-    return asks.load_facts(REPO / "config" / "models.yaml")
+    return asks.load_facts(path)
 
 
 def fit(all_rows: list[dict]) -> dict:
@@ -139,14 +212,16 @@ def fit(all_rows: list[dict]) -> dict:
             "allocator_reserve": _up(reserve, 3),
             "activations_reserve": _up(per_act, 3),
             "cuda_context_gib": ctx,
-            "fitted_on": sorted({f"{r['key']} ({r['record'].rsplit('/', 1)[-1]})" for r in inn}),
+            "records": len(inn),
+            "fitted_on": sorted({r["key"] for r in inn}),
         }
     return facts
 
 
 # The sizing builds (rule sizing_model) make random weights on the card: their ask knows only the weights, so the
 # whole of what the driver saw over them is one reserve of the weights (the build's transients included).
-BUILD_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12-02-cap24")
+BUILD_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12-02-cap24",
+              RESULTS / "gpu-run-h200-2026-12-02-run3")
 
 
 def build_rows() -> list[dict]:
@@ -205,6 +280,7 @@ def fit_scorer(srows: list[dict]) -> float:
 FITTED_PROBES = (RESULTS / "gpu-run-h200-2026-12-02" / "heldout",
                  RESULTS / "gpu-run-h200-2026-12-02-cap24" / "heldout" / "records")
 HELDOUT = (RESULTS / "gpu-run-h200-2026-12-02-run3" / "heldout", RESULTS / "gpu-run-h200-2026-12-02-run3" / "qwen")
+MODELS_BEFORE = RESULTS / "gpu-run-h200-2026-12-02-run3" / "models-before.yaml"
 
 
 def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str = "in-sample") -> list[dict]:
@@ -236,22 +312,33 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
                 out.append({"record": str(path.relative_to(REPO)), "component": comp, "key": rec["key"],
                             "precision": precision, "config": config, "allocated": c["peak_vram_gib"],
                             "reserved": c.get("peak_reserved_gib"), "nvml": c["nvml_process_gib"],
-                            "kind": kind_of(comp, precision), "sample": sample})
+                            "kind": kind_of(comp, precision), "sample": sample, "rss": _gib(rec.get("peak_rss_mib")),
+                            "rss_anon": _gib((rec.get("rss_sampled") or {}).get("peak_rssanon_mib"))})
     return out
 
 
 def heldout_rows() -> list[dict]:
-    """The third run's probes: configurations no fit used (a detector at one image a call is the fitted one again)."""
-    fitted = {r["key"] for r in rows() if r["component"] == "detector"}
-    return probe_rows(HELDOUT, fitted_detectors=fitted, sample="held out")
+    """The third run's probes: configurations no fit before it used (a detector at one image a call would be the
+    fitted one again)."""
+    return probe_rows(HELDOUT, fitted_detectors={"detector/rfdetr_keypoint_preview/fp32/576"}, sample="held out")
 
 
-def asked_gib(row: dict) -> tuple[float, str]:
-    """The wall's VRAM ask for the record's configuration, as the workflow computes it from config/models.yaml."""
+def asked_gib(row: dict, facts: dict | None = None) -> tuple[float, str]:
+    """The wall's VRAM ask for the record's configuration, as the workflow computes it from config/models.yaml
+    (or `facts`) alone: no probe, no provenance."""
+    a = asked(row, facts)
+    return a.vram.value, a.vram.source
+
+
+def asked(row: dict, facts: dict | None = None):
+    """The wall's whole ask (fourloops.asks.Ask) for the record's configuration from models.yaml alone."""
     from fourloops import asks
 
-    facts = _facts()
+    facts = facts or _facts()
     c = row["config"]
+    if row["component"] == "text_encoder":
+        return asks.text_encoder_ask(facts, {"backend": c["backend"], "text_encoder_dtype": row["precision"],
+                                             "device": "cuda"})
     if row["component"] == "generator":
         gen = {"backend": row["key"].split("/")[1], "precision": row["precision"], "size": c["size"], "device": "cuda"}
         a = asks.generator_ask(facts, gen, n_references=c["references"])
@@ -266,24 +353,24 @@ def asked_gib(row: dict) -> tuple[float, str]:
                "resolution": c["resolution"], "device": "cuda", "accumulation": 8, "steps": 1,
                **({"rank": c["rank"]} if c.get("rank") else {})}
         a = asks.lora_ask(facts, job)
-    return a.vram.value, a.vram.source
+    return a
 
 
 def _row_line(r: dict, with_sample: bool) -> str:
     conf = ", ".join(f"{k} {v}" for k, v in r["config"].items())
     res = "-" if r["reserved"] is None else f"{r['reserved']:.3f}"
     sample = f" {r['sample']} |" if with_sample else ""
-    return (f"| {r['kind']} | {r['record'].rsplit('/', 1)[-1]} | {r['key']} ({conf}) |{sample} {r['allocated']:.3f} | "
+    return (f"| {r['kind']} | {_label(r['record'])} | {r['key']} ({conf}) |{sample} {r['allocated']:.3f} | "
             f"{r['weights']:.3f} | {res} | {r['nvml']:.3f} | {r['model']:.3f} | {r['model'] / r['nvml']:.3f} | "
             f"{r['ask']:.3f} | {r['ask'] / r['nvml']:.3f} |")
 
 
-def _annotate(all_rows: list[dict], facts: dict) -> None:
+def _annotate(all_rows: list[dict], over: dict, facts: dict | None = None) -> None:
+    """Each row's weights, modelled NVML (`over`: the overheads per kind) and wall ask (`facts`: models.yaml)."""
     for r in all_rows:
-        r["weights"] = weights_of(r)
-    for r in all_rows:
-        r["model"] = model_gib(r, facts[r["kind"]]) if r["kind"] in facts else float("nan")
-        r["ask"], _ = asked_gib(r)
+        r["weights"] = weights_of(r, facts)
+        r["model"] = model_gib(r, over[r["kind"]])
+        r["ask"], _ = asked_gib(r, facts)
 
 
 def table() -> str:
@@ -304,7 +391,7 @@ def table() -> str:
              "(1 + allocator_reserve) + (allocated - weights) x activations_reserve + cuda_context_gib of its kind; "
              "ask = the wall's VRAM ask for that configuration from config/models.yaml alone (no probe, no provenance).",
              "",
-             "## In-sample: every record committed before the third GPU run", "",
+             "## In-sample: every committed record, with the facts config/models.yaml holds now", "",
              head.format(" sample |"), "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(all_rows, key=lambda r: (r["kind"], r["key"], r["record"])):
         lines.append(_row_line(r, True))
@@ -313,7 +400,7 @@ def table() -> str:
     for kind, f in facts.items():
         lines.append(f"- {kind}: allocator_reserve {f['allocator_reserve']:.3f}, activations_reserve "
                      f"{f['activations_reserve']:.3f}, cuda_context_gib {f['cuda_context_gib']:.2f}; fitted on "
-                     f"{'; '.join(f['fitted_on'])}")
+                     f"{f['records']} records of {'; '.join(f['fitted_on'])}")
     brows = build_rows()
     fb = fit_build(brows)
     lines.append(f"- build (rule sizing_model, from the weights alone): allocator_reserve {fb['allocator_reserve']:.3f}, "
@@ -326,11 +413,15 @@ def table() -> str:
               f"wall ask/NVML - 1 from {min(a_in):+.1%} to {max(a_in):+.1%}; ask below the driver: "
               f"{sum(e < 0 for e in a_in)}"]
     hrows = heldout_rows()
-    _annotate(hrows, facts)
-    lines += ["", "## Held out: the third run's probes of configurations no fit used", "",
+    before = _facts(MODELS_BEFORE)
+    _annotate(hrows, before["process_overhead"], before)
+    lines += ["", "## Held out: the third run's probes of configurations no fit before it used", "",
               "Each row is one configuration of a probe record under " + ", ".join(
                   f"`{h.relative_to(REPO).as_posix()}`" for h in HELDOUT) + " (bench/gpu_run.sh `heldout` and "
-              "`qwen_image`), chosen and committed before that run; none of them is read by the fit above.", ""]
+              "`qwen_image`), chosen and committed before that run, judged by the facts the run was asked with "
+              f"(`{MODELS_BEFORE.relative_to(REPO).as_posix()}`, config/models.yaml at commit cc2b805: its overheads "
+              "fitted on the probes of the two runs before, its activations as they were). The fit above reads them "
+              "now; these figures are the model's out-of-sample error.", ""]
     if hrows:
         lines += [head.format(""), "|---|---|---|---|---|---|---|---|---|---|---|"]
         lines += [_row_line(r, False) for r in hrows]
@@ -341,13 +432,28 @@ def table() -> str:
                   f"{sum(e > 0.10 for e in e_ask)}; model/NVML - 1 from {min(e_model):+.1%} to {max(e_model):+.1%}"]
     else:
         lines.append("- held-out configurations: none recorded yet")
+    lines += ["", "## RAM: each record's peak resident memory against the RAM wall's ask", "",
+              "The ask (fourloops.asks, config/models.yaml): the largest component mapped in bf16 + the host process + "
+              "any component cast in host memory. Its form was chosen after Qwen-Image-Edit's NF4 load of the third "
+              "run was measured (peak RSS 16.4 GiB of a 53.7 GiB model, 1.4 GiB of it anonymous): every row is "
+              "in-sample. Peak RSS counts the mapped safetensors pages, which the kernel can drop.", "",
+              "| record | configuration | peak RSS GiB | of it anonymous GiB | RAM ask GiB | ask/RSS |", "|---|---|---|---|---|---|"]
+    ram_rows = [r for r in all_rows if r.get("rss") is not None]
+    for r in ram_rows:
+        r["ram_ask"] = asked(r).ram.value
+        anon = "-" if r.get("rss_anon") is None else f"{r['rss_anon']:.2f}"
+        lines.append(f"| {_label(r['record'])} | {r['key']} | {r['rss']:.2f} | {anon} | {r['ram_ask']:.2f} | "
+                     f"{r['ram_ask'] / r['rss']:.2f} |")
+    ratios = [r["ram_ask"] / r["rss"] for r in ram_rows]
+    lines += ["", f"- records with a peak RSS: {len(ram_rows)}, RAM ask/peak RSS from {min(ratios):.2f} to "
+              f"{max(ratios):.2f}; ask below the peak: {sum(x < 1 for x in ratios)}"]
     lines += ["", "## The scorer's prompt (EditScore's SC and PQ questions, grades_gpu records)", "",
               f"Activations per prompt token fitted on the bf16 SC answer: {per_token:.6f} GiB a token (config/models.yaml `qwen3_vl_8b.activations_gib_per_prompt_token`).", "",
               "| record | precision | question | sample | weights GiB | prompt tokens | peak GiB | weights + tokens x per-token GiB | model/peak |",
               "|---|---|---|---|---|---|---|---|---|"]
     for r in srows:
         model = r["weights"] + r["tokens"] * per_token
-        lines.append(f"| {r['record'].rsplit('/', 1)[-1]} | {r['precision']} | {r['question']} | {r['sample']} | "
+        lines.append(f"| {_label(r['record'])} | {r['precision']} | {r['question']} | {r['sample']} | "
                      f"{r['weights']:.3f} | {r['tokens']} | {r['peak']:.3f} | {model:.3f} | {model / r['peak']:.4f} |")
     return "\n".join(lines) + "\n"
 

@@ -247,6 +247,11 @@ def driver_gib(torch_peak: float, frozen: float) -> float:
     return driver_sees(torch_peak, frozen, "training")
 
 
+def shown(gib: float) -> str:
+    """A VRAM ask as the refusal prints it: whole MiB (what Snakemake's resources get), in GiB."""
+    return f"{asks.gib_to_mb(gib) / 1024:.2f} GiB"
+
+
 # the frozen weights models.yaml gives: the transformer at its dtype, the text encoder (bf16) when resident
 FP32_TE = asks.weights_gib(FACTS, "omnigen2", "fp32", ["transformer"]) + asks.weights_gib(FACTS, "omnigen2", "bf16", ["text_encoder"])
 FP32 = asks.weights_gib(FACTS, "omnigen2", "fp32", ["transformer"])
@@ -265,7 +270,7 @@ def test_the_seeds_fp32_setup_with_the_encoder_at_512_is_refused_on_the_desk_and
     seeds = walls.check_jobs([lora_job("fp32", "resident")], MACHINES, "desk")
     assert not seeds.ok
     text = refusal.report(seeds, MACHINES)
-    assert f"{driver_gib(25.05, FP32_TE):.2f} GiB" in text and "bench/lora_gpu.py" in text and "fits pod" in text, text
+    assert shown(driver_gib(25.05, FP32_TE)) in text and "bench/lora_gpu.py" in text and "fits pod" in text, text
     assert walls.check_jobs([lora_job("bf16", "precomputed")], MACHINES, "desk").ok
     assert lora_job("bf16", "precomputed").ask.vram.value == pytest.approx(driver_gib(9.23, BF16))
     assert walls.check_jobs([lora_job("fp32", "precomputed")], MACHINES, "desk").ok  # measured 16.88
@@ -278,7 +283,7 @@ def test_the_config_chooses_the_profile_and_a_real_run_is_refused_by_the_walls(t
                          "results/lora/camera.safetensors", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "walls:" in out and "lora_train" in out, out[-3000:]
-    assert f"{driver_gib(25.05, FP32_TE):.2f} GiB" in out, out[-3000:]
+    assert shown(driver_gib(25.05, FP32_TE)) in out, out[-3000:]
     assert not (tmp_path / "results").exists()
     cfg.write_text(yaml.safe_dump({"lora": {"profile": "pod"}}))
     proc = run_snakemake(tmp_path, f"--configfile={cfg}", "-n", "results/lora/camera.safetensors")

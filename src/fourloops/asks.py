@@ -322,10 +322,18 @@ def _card(facts: dict, measured, machine: str, device: str, key: str, name: str,
     return Figure(0.0, "cpu device: no VRAM"), ()
 
 
-def _streamed_weights_ram(facts: dict, model: dict) -> Figure:
-    bf16 = sum(component_gib(facts, model, c, "bf16") for c in model["components"])
+def _loading_ram(facts: dict, model: dict, casts: dict[str, str] | None = None) -> Figure:
+    """Host memory a job's load holds: the loaders map one component's safetensors at a time (pages the kernel can
+    drop; the H200 runs of 2026-12-02 saw file-backed peaks of one component: Qwen-Image-Edit's NF4 load 15.8 GiB,
+    its text encoder, of a 53.7 GiB model, and 1.4 GiB anonymous), so the largest component's bf16 copy, plus the host
+    process, plus any component the job casts to another dtype in host memory (`casts`: component -> dtype, e.g. a
+    LoRA's fp32 frozen transformer, anonymous memory)."""
+    name, bf16 = max(((c, component_gib(facts, model, c, "bf16")) for c in model["components"]), key=lambda x: x[1])
     host = float(facts["stages"]["generate_host_gib"])
-    return Figure(bf16 + host, f"estimate: one bf16 copy of the weights streams through memory {bf16:.2f} + host {host:g}")
+    cast = {c: component_gib(facts, model, c, d) for c, d in (casts or {}).items()}
+    parts = f"the largest component ({name}) mapped in bf16 {bf16:.2f} + host {host:g}" + "".join(
+        f" + {c} cast to {(casts or {})[c]} {g:.2f}" for c, g in cast.items())
+    return Figure(bf16 + host + sum(cast.values()), f"estimate: {parts}")
 
 
 def generator_ask(
@@ -347,7 +355,7 @@ def generator_ask(
 
     vram, devices = _card(facts, measured, machine, gen["device"], generator_key(gen), name, estimate,
                           weights_gib(facts, name, precision), process_kind("generator", precision))
-    ram = _streamed_weights_ram(facts, model)
+    ram = _loading_ram(facts, model)
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}
     refs = min(max(int(k) for k in per_view), max(1, n_references))
@@ -415,7 +423,7 @@ def scorer_ask(
 
     vram, devices = _card(facts, measured, machine, scorer["device"], scorer_key(scorer), name, estimate,
                           weights_gib(facts, name, precision), process_kind("scorer", precision))
-    ram = _streamed_weights_ram(facts, model)
+    ram = _loading_ram(facts, model)
     secs = model.get("seconds") or {}
     per = float(secs.get("per_image", 36))
     # a score is the SC and the PQ question: the probe times each
@@ -471,7 +479,7 @@ def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, ma
                          if "text_encoder" in resident else 0.0))
     vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), name, estimate, frozen_weights,
                           "training")
-    ram = _streamed_weights_ram(facts, model)
+    ram = _loading_ram(facts, model, {"transformer": "fp32"} if frozen == "fp32" else None)
     secs = model.get("seconds") or {}
     table = {int(k): float(v) for k, v in (secs.get("per_lora_step_by_resolution") or {}).items()}
     accumulation, steps = int(job["accumulation"]), int(job["steps"])
@@ -502,7 +510,8 @@ def text_encoder_ask(facts: dict, job: dict, *, n_prompts: int = 1) -> Ask:
         gib = component_gib(facts, model, "text_encoder", dtype)
         fig = Figure(gib, f"estimate: text_encoder ({dtype}) {gib:.2f}")
     if _cuda(job["device"]):
-        vram, devices = with_context(facts, fig, process_kind("text_encoder", dtype), weights_gib=fig.value), ("cuda",)
+        vram, devices = with_context(facts, fig, process_kind("text_encoder", dtype),
+                                     weights_gib=weights_gib(facts, name, dtype, ["text_encoder"])), ("cuda",)
     else:
         vram, devices = Figure(0.0, "cpu device: no VRAM"), ()
     te = component_gib(facts, model, "text_encoder", "bf16")
