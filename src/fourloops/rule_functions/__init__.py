@@ -5,3 +5,5 @@ Snakemake; a new stage adds its module here and edits no shared file.
 
 No job's lineage holds them (`LINEAGE = False` in each): what they return is the job's inputs and params, whose
 change the lineage sees there."""
+
+LINEAGE = False  # each module's functions give a job's inputs and params, never its code
