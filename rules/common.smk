@@ -1,6 +1,7 @@
-# Shared by the stage files: the config check, paths, wildcard constraints, input and params functions.
-# What a job asks, its lineage, the walls and the preflight come from the stage declarations
-# (src/fourloops/stages/*.py, read through fourloops.smk), not from here.
+# Shared by the stage files: the config check, the run's names, wildcard constraints and the helpers every stage
+# file uses. A rule file's input and params functions are its own (src/fourloops/rule_functions/<file>.py, bound
+# to the config by `with_config` below); what a job asks, its lineage, the walls and the preflight come from the
+# stage declarations (src/fourloops/stages/*.py, read through fourloops.smk), not from here.
 import gc
 import json
 import os
@@ -14,7 +15,7 @@ gc.freeze()
 
 from snakemake.exceptions import WorkflowError
 
-from fourloops import provenance, smk
+from fourloops import names, provenance, smk
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.yamlcheck import load_problem
 from fourloops.config import ConfigError, check_config, loaded_configfiles, schema_with_slices
@@ -49,20 +50,13 @@ os.environ.setdefault("FOURLOOPS_REPO", str(workflow.basedir))
 # Every job ends when the Snakemake that parsed this dies (fourloops.lifeline watches this pid).
 os.environ.update(FOURLOOPS_SNAKEMAKE_PID=str(os.getpid()))
 
-SMOKE = config["model_set"] == "smoke"
-SIZING = config["model_set"] == "sizing"  # the real models at their real shapes, random weights (rules/sizing.smk)
 CONDITIONS = list(config["conditions"])
-SOURCES = CONDITIONS + ["floor", "floor_gt"]
-
-
-def az_tag(azimuth):
-    return f"{int(azimuth):03d}"
-
-
-RENDER_TAGS = [az_tag(a) for a in config["azimuths"]]
-LADDER_TAGS = [az_tag(a) for a in config["ladder"]["azimuths"]]
+SOURCES = names.sources(config)
+RENDER_TAGS = names.tags(config["azimuths"])
+LADDER_TAGS = names.tags(config["ladder"]["azimuths"])
 STYLES = list(config["restyle"]["styles"])
-RESTYLE_TAGS = [az_tag(a) for a in config["restyle"]["azimuths"]]
+RESTYLE_TAGS = names.tags(config["restyle"]["azimuths"])
+LORA_FILE = names.lora_file(config)
 
 
 wildcard_constraints:
@@ -74,8 +68,8 @@ wildcard_constraints:
 
 
 from fourloops import model_sets
-from fourloops.model_sets import SMOKE_DETECTOR, SMOKE_GENERATOR_DIR, SMOKE_SCORER_DIR, sizing_model
-from fourloops.stage import builds as sizing_builds, gpu as gpu_of, probed as probed_components
+from fourloops.model_sets import SMOKE_DETECTOR, SMOKE_GENERATOR_DIR, SMOKE_SCORER_DIR
+from fourloops.stage import builds as sizing_builds, probed as probed_components
 
 # fourloops' view of this workflow; the stage files use its ASKS (as resources) and LINEAGE (a param).
 smk.check_model_set(config["model_set"])
@@ -101,214 +95,7 @@ FOURLOOPS.check_outputs_before_the_dag()
 FOURLOOPS.recover_last_good()
 
 
-def generator_settings():
-    """The generator as the run uses it: the configured one, or its smoke stand-in (fourloops.model_sets)."""
-    return model_sets.generator(config)
-
-
-def detector_settings():
-    return model_sets.detector(config)
-
-
-def camera_settings():
-    return dict(config["render"]["camera"], image_size=config["render"]["image_size"])
-
-
-def render_image(tag):
-    return f"results/render/az{tag}.png"
-
-
-def render_keypoints(tag):
-    return f"results/render/az{tag}.json"
-
-
-def get_generate_inputs(wildcards):
-    cond = config["conditions"][wildcards.condition]
-    inputs = {"references": [render_image(az_tag(a)) for a in cond["references"]]}
-    inputs.update(model_sets.built_models(config, "generator"))
-    if cond.get("lora", False):  # the camera LoRA (rules/lora.smk): a retrained one makes this condition stale
-        inputs["lora"] = LORA_FILE
-    return inputs
-
-
-def get_generate_params(wildcards):
-    cond = config["conditions"][wildcards.condition]
-    return {
-        "condition": wildcards.condition,
-        "reference_azimuths": list(cond["references"]),
-        "prompt": cond["prompt"],
-        "lora": bool(cond.get("lora", False)),
-        "azimuths": list(config["ladder"]["azimuths"]),
-        "seed": config["seed"],
-        "model_set": config["model_set"],
-        "generator": generator_settings(),
-    }
-
-
-def get_keypoint_inputs(wildcards):
-    if wildcards.kpset == "render":
-        images = [render_image(t) for t in RENDER_TAGS]
-        manifest = []
-    elif wildcards.kpset.startswith("restyle/"):
-        images = [f"results/{wildcards.kpset}/az{t}.png" for t in RESTYLE_TAGS]
-        manifest = [f"results/{wildcards.kpset}/views.json"]
-    else:
-        images = [f"results/generate/{wildcards.kpset}/az{t}.png" for t in LADDER_TAGS]
-        manifest = [f"results/generate/{wildcards.kpset}/views.json"]
-    return {"images": images, "manifest": manifest, **model_sets.built_models(config, "detector")}
-
-
-def get_fit_inputs(wildcards):
-    if wildcards.source == "floor_gt":
-        points = [render_keypoints(t) for t in RENDER_TAGS]
-    elif wildcards.source == "floor":
-        points = [f"results/keypoints/render/az{t}.json" for t in RENDER_TAGS]
-    else:
-        points = [f"results/keypoints/{wildcards.source}/az{t}.json" for t in LADDER_TAGS]
-    return {"points": points, "skeleton": "results/render/skeleton.json"}
-
-
-def get_fit_params(wildcards):
-    azimuths = config["ladder"]["azimuths"] if wildcards.source in CONDITIONS else config["azimuths"]
-    return {
-        "source": wildcards.source,
-        "kind": "ground_truth" if wildcards.source == "floor_gt" else "detector",
-        "azimuths": list(azimuths),
-        "camera": camera_settings(),
-        "fit": dict(config["fit"]),
-    }
-
-
-def get_probe_inputs(wildcards):
-    """The smoke and sizing sets' models are built by the workflow; real weights live in the HF cache (preflight
-    checks them). Which ones: the component's GPU declaration (fourloops.stage.Gpu)."""
-    gpu = gpu_of(wildcards.component)
-    if SIZING:
-        return {"model": sizing_model(gpu.build_for(gpu.settings(config)))}
-    return gpu.smoke_inputs(config) if SMOKE and gpu.smoke_inputs is not None else {}
-
-
-def get_ladder_inputs(wildcards):
-    return {
-        "fits": expand("results/fit/{source}.json", source=SOURCES),
-        "manifests": expand("results/generate/{condition}/views.json", condition=CONDITIONS),
-    }
-
-
-def get_restyle_inputs(wildcards):
-    return {"references": [render_image(t) for t in RESTYLE_TAGS], **model_sets.built_models(config, "generator")}
-
-
-def get_restyle_params(wildcards):
-    return {
-        "style": wildcards.style,
-        "instruction": config["restyle"]["styles"][wildcards.style],
-        "azimuths": list(config["restyle"]["azimuths"]),
-        "seed": config["restyle"]["seed"],
-        "model_set": config["model_set"],
-        "generator": generator_settings(),
-    }
-
-
-def get_drift_inputs(wildcards):
-    return {
-        "render": [f"results/keypoints/render/az{t}.json" for t in RESTYLE_TAGS],
-        "restyled": [f"results/keypoints/restyle/{wildcards.style}/az{t}.json" for t in RESTYLE_TAGS],
-    }
-
-
-def hef_settings():
-    return dict(config["hef"], dfc_wheel=os.path.expanduser(config["hef"]["dfc_wheel"]) if config["hef"]["dfc_wheel"] else None)
-
-
-def hef_detector_inputs(wildcards):
-    return model_sets.built_models(config, "detector")
-
-
-def scorer_settings():
-    return model_sets.scorer(config)
-
-
-def get_grades_inputs(wildcards):
-    inputs = {
-        "renders": [render_image(t) for t in RESTYLE_TAGS],
-        "restyled": [f"results/restyle/{wildcards.style}/az{t}.png" for t in RESTYLE_TAGS],
-        "manifest": f"results/restyle/{wildcards.style}/views.json",
-    }
-    return inputs | model_sets.built_models(config, "scorer")
-
-
-def get_grades_params(wildcards):
-    g = config["grades"]
-    return {
-        "style": wildcards.style,
-        "instruction": config["restyle"]["styles"][wildcards.style],
-        "azimuths": list(config["restyle"]["azimuths"]),
-        "scorer": scorer_settings(),
-        "score_range": g["score_range"],
-        "num_pass": g["num_pass"],
-        "retries": g["retries"],
-        "seed": g["seed"],
-        "model_set": config["model_set"],
-    }
-
-
-# The camera LoRA (rules/lora.smk, config lora: in config/schema.d/lora.yaml).
-LORA_NAME = config["lora"]["name"]
-LORA_FILE = f"results/lora/{LORA_NAME}.safetensors"
-# Resume checkpoints: not an output (Snakemake removes a failed job's outputs; these must outlive a kill).
-LORA_CHECKPOINTS = f"results/lora/checkpoints/{LORA_NAME}"
-
-
-def lora_record_settings():
-    return model_sets.lora_records(config)
-
-
-LORA_RECORD_TAGS = [az_tag(a) for a in lora_record_settings()["azimuths"]]
-
-
-def get_lora_records_params(wildcards):
-    rec = lora_record_settings()
-    return {
-        "azimuths": list(rec["azimuths"]),
-        "count": rec["count"],
-        "seed": rec["seed"],
-        "instruction": rec["instruction"],
-        "body": config["render"]["body"],
-        "camera": camera_settings(),
-        "background": config["render"]["background"],
-    }
-
-
-def get_lora_inputs(wildcards):
-    inputs = {
-        "records": "results/lora/records.jsonl",
-        "images": expand("results/lora/records/az{az}.png", az=LORA_RECORD_TAGS),
-    }
-    return inputs | model_sets.built_models(config, "generator", sets=("smoke",))
-
-
-def get_lora_train_inputs(wildcards):
-    return get_lora_inputs(wildcards) | {"embeddings": "results/lora/embeddings.safetensors"}
-
-
-def get_lora_embeddings_params(wildcards):
-    return {
-        **model_sets.lora_generator(config),
-        "text_encoder_dtype": model_sets.lora_text_encoder_dtype(config),
-        "max_sequence_length": 1024,
-        "records": lora_record_settings()["count"],
-        "model_set": config["model_set"],
-    }
-
-
-def get_lora_train_params(wildcards):
-    return model_sets.lora_train(config)
-
-
-def planned(*args):
-    """fourloops.plan.planned for rules/report.smk's run_plan, imported only when that job is in the DAG (its
-    walls, pods and levers cost every other parse ~10 ms)."""
-    from fourloops.plan import planned as plan_of
-
-    return plan_of(*args)
+def with_config(function):
+    """A rule's input or params function of (config, wildcards), from fourloops.rule_functions, as Snakemake calls
+    one: of the wildcards alone (so a params function stays in Snakemake's params trigger)."""
+    return lambda wildcards: function(config, wildcards)

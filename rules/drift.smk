@@ -1,9 +1,10 @@
 # Keypoint drift per style: the renders' detected keypoints against the restyled views'.
+from fourloops.rule_functions.drift import get_drift_inputs
 
 
 rule drift:
     input:
-        unpack(get_drift_inputs),
+        unpack(with_config(get_drift_inputs)),
     output:
         table="results/drift/{style}.csv",
         regions=report(

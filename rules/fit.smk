@@ -1,9 +1,10 @@
 # The azimuth back from 2D keypoints, per source: a condition, the renders (floor), their ground truth (floor_gt).
+from fourloops.rule_functions.fit import get_fit_inputs, get_fit_params
 
 
 rule fit:
     input:
-        unpack(get_fit_inputs),
+        unpack(with_config(get_fit_inputs)),
     output:
         fit="results/fit/{source}.json",
         provenance="results/provenance/fit/{source}.json",
@@ -12,7 +13,7 @@ rule fit:
     benchmark:
         "benchmarks/fit/{source}.tsv"
     params:
-        job=get_fit_params,
+        job=with_config(get_fit_params),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1

@@ -1,9 +1,10 @@
 # New views per ladder condition: one job loads the generator once and makes every azimuth.
+from fourloops.rule_functions.generate import get_generate_inputs, get_generate_params
 
 
 rule generate:
     input:
-        unpack(get_generate_inputs),
+        unpack(with_config(get_generate_inputs)),
     output:
         images=expand("results/generate/{{condition}}/az{az}.png", az=LADDER_TAGS),
         manifest="results/generate/{condition}/views.json",
@@ -13,7 +14,7 @@ rule generate:
     benchmark:
         "benchmarks/generate/{condition}.tsv"
     params:
-        job=get_generate_params,
+        job=with_config(get_generate_params),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1

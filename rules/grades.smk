@@ -1,10 +1,11 @@
 # EditScore grades of every restyled view of a style, against its render: one scorer load per style,
 # in its own job (never the generator's process).
+from fourloops.rule_functions.grades import get_grades_inputs, get_grades_params
 
 
 rule grades:
     input:
-        unpack(get_grades_inputs),
+        unpack(with_config(get_grades_inputs)),
     output:
         table=report(
             "results/grades/{style}.csv",
@@ -19,7 +20,7 @@ rule grades:
     benchmark:
         "benchmarks/grades/{style}.tsv"
     params:
-        job=get_grades_params,
+        job=with_config(get_grades_params),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1

@@ -2,11 +2,12 @@
 # allowlist check and calibration frames (desk), the Dataflow Compiler in its container (HEF + HAR),
 # hailortcli run2 on the USB device beside the CPU baseline (desk).
 #   snakemake results/hef/rfdetr-keypoint.latency.csv
+from fourloops.rule_functions.hef import hef_detector_inputs, hef_settings
 
 
 rule hef_export:
     input:
-        unpack(hef_detector_inputs),
+        unpack(with_config(hef_detector_inputs)),
     output:
         onnx="results/hef/{model}.onnx",
         record="results/hef/{model}.export.json",
@@ -18,8 +19,8 @@ rule hef_export:
     wildcard_constraints:
         model=config["hef"]["model"],
     params:
-        detector=detector_settings(),
-        hef=hef_settings(),
+        detector=model_sets.detector(config),
+        hef=hef_settings(config),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1
@@ -43,7 +44,7 @@ rule hef_allowlist:
     wildcard_constraints:
         model=config["hef"]["model"],
     params:
-        hef=hef_settings(),
+        hef=hef_settings(config),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1
@@ -67,7 +68,7 @@ rule hef_calib:
     wildcard_constraints:
         model=config["hef"]["model"],
     params:
-        hef=hef_settings(),
+        hef=hef_settings(config),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1
@@ -93,7 +94,7 @@ rule hef_compile:
     wildcard_constraints:
         model=config["hef"]["model"],
     params:
-        hef=hef_settings(),
+        hef=hef_settings(config),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1
@@ -117,7 +118,7 @@ rule hef_run2:
     wildcard_constraints:
         model=config["hef"]["model"],
     params:
-        hef=hef_settings(),
+        hef=hef_settings(config),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1
@@ -129,7 +130,7 @@ rule hef_run2:
 
 rule hef_cpu_baseline:
     input:
-        unpack(hef_detector_inputs),
+        unpack(with_config(hef_detector_inputs)),
     output:
         record="results/hef/{model}.cpu.json",
         provenance="results/provenance/hef_cpu_baseline/{model}.json",
@@ -140,7 +141,7 @@ rule hef_cpu_baseline:
     wildcard_constraints:
         model=config["hef"]["model"],
     params:
-        detector=detector_settings(),
+        detector=model_sets.detector(config),
         runs=config["hef"]["latency"]["cpu_runs"],
         cpu_threads=config["hef"]["latency"]["cpu_threads"],
         model_set=config["model_set"],

@@ -1,9 +1,10 @@
 # RF-DETR keypoints (COCO-17) on every render and every generated view; one model load per set.
+from fourloops.rule_functions.keypoints import get_keypoint_inputs
 
 
 rule keypoints:
     input:
-        unpack(get_keypoint_inputs),
+        unpack(with_config(get_keypoint_inputs)),
     output:
         points=expand("results/keypoints/{{kpset}}/az{az}.json", az=RENDER_TAGS),
         provenance="results/provenance/keypoints/{kpset}.json",
@@ -14,7 +15,7 @@ rule keypoints:
     wildcard_constraints:
         kpset="render",
     params:
-        detector=detector_settings(),
+        detector=model_sets.detector(config),
         azimuths=config["azimuths"],
         model_set=config["model_set"],
         lineage=LINEAGE,
@@ -32,7 +33,7 @@ use rule keypoints as keypoints_generated with:
     wildcard_constraints:
         kpset="|".join(CONDITIONS),
     params:
-        detector=detector_settings(),
+        detector=model_sets.detector(config),
         azimuths=config["ladder"]["azimuths"],
         model_set=config["model_set"],
         lineage=LINEAGE,
@@ -45,7 +46,7 @@ use rule keypoints as keypoints_restyled with:
     wildcard_constraints:
         kpset="|".join(f"restyle/{s}" for s in STYLES),
     params:
-        detector=detector_settings(),
+        detector=model_sets.detector(config),
         azimuths=config["restyle"]["azimuths"],
         model_set=config["model_set"],
         lineage=LINEAGE,

@@ -1,9 +1,10 @@
 # The ladder table: one row per condition x azimuth, plus the floor and floor_gt rows per azimuth.
+from fourloops.rule_functions.ladder import get_ladder_inputs
 
 
 rule ladder:
     input:
-        unpack(get_ladder_inputs),
+        unpack(with_config(get_ladder_inputs)),
     output:
         table=report(
             ensure("results/ladder.csv", non_empty=True),

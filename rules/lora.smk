@@ -1,19 +1,30 @@
 # The camera LoRA (config lora:): records rendered from the Anny body, the instruction embeddings from the
 # generator's own text encoder (its own job), and the LoRA the `lora: true` ladder conditions load.
-# Resume checkpoints live in LORA_CHECKPOINTS, outside the outputs: a killed training resumes on rerun.
+# Resume checkpoints live in lora_checkpoints(config), outside the outputs: a killed training resumes on rerun.
+from fourloops.rule_functions.lora import (
+    get_lora_embeddings_params,
+    get_lora_inputs,
+    get_lora_records_params,
+    get_lora_train_inputs,
+    get_lora_train_params,
+    lora_checkpoints,
+    lora_record_tags,
+)
+
+LORA_NAME = config["lora"]["name"]
 
 
 rule lora_records:
     output:
         records="results/lora/records.jsonl",
-        images=expand("results/lora/records/az{az}.png", az=LORA_RECORD_TAGS),
+        images=expand("results/lora/records/az{az}.png", az=lora_record_tags(config)),
         provenance="results/provenance/lora_records/records.json",
     log:
         "logs/lora_records/records.log",
     benchmark:
         "benchmarks/lora_records/records.tsv"
     params:
-        job=get_lora_records_params,
+        job=with_config(get_lora_records_params),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1
@@ -25,7 +36,7 @@ rule lora_records:
 
 rule lora_embeddings:
     input:
-        unpack(get_lora_inputs),
+        unpack(with_config(get_lora_inputs)),
     output:
         embeddings="results/lora/embeddings.safetensors",
         provenance="results/provenance/lora_embeddings/embeddings.json",
@@ -34,7 +45,7 @@ rule lora_embeddings:
     benchmark:
         "benchmarks/lora_embeddings/embeddings.tsv"
     params:
-        job=get_lora_embeddings_params,
+        job=with_config(get_lora_embeddings_params),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1
@@ -46,7 +57,7 @@ rule lora_embeddings:
 
 rule lora_train:
     input:
-        unpack(get_lora_train_inputs),
+        unpack(with_config(get_lora_train_inputs)),
     output:
         lora=protected(LORA_FILE),
         loss=f"results/lora/{LORA_NAME}.loss.csv",
@@ -62,8 +73,8 @@ rule lora_train:
     benchmark:
         f"benchmarks/lora_train/{LORA_NAME}.tsv"
     params:
-        train=get_lora_train_params,
-        checkpoint_dir=LORA_CHECKPOINTS,
+        train=with_config(get_lora_train_params),
+        checkpoint_dir=lora_checkpoints(config),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1

@@ -3,6 +3,7 @@
 # models.yaml estimate in later wall checks (fourloops.asks.Measurements).
 #   snakemake probe --config machine=desk
 #   snakemake --workflow-profile profiles/sizing probe      (the sizing set: real shapes, random weights, built first)
+from fourloops.rule_functions.probe import get_probe_inputs, get_probe_settings
 
 
 rule probe:
@@ -12,7 +13,7 @@ rule probe:
 
 rule probe_model:
     input:
-        unpack(get_probe_inputs),
+        unpack(with_config(get_probe_inputs)),
     output:
         record="results/probe/{machine}/{component}.json",
         provenance="results/provenance/probe/{machine}-{component}.json",
@@ -26,7 +27,7 @@ rule probe_model:
     params:
         component=lambda wildcards: wildcards.component,
         # its GPU declaration's settings (fourloops.stage.Gpu): the one component this job loads
-        settings=lambda wildcards: gpu_of(wildcards.component).settings(config),
+        settings=with_config(get_probe_settings),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1

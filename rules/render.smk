@@ -1,5 +1,6 @@
 # The Anny body and its renders: ground truth for everything downstream. One job builds the body
 # once and renders every azimuth (one process import of anny and one GL context, not eight).
+from fourloops.rule_functions.render import camera_settings
 
 
 rule render:
@@ -15,7 +16,7 @@ rule render:
     params:
         azimuths=config["azimuths"],
         body=config["render"]["body"],
-        camera=camera_settings(),
+        camera=camera_settings(config),
         background=config["render"]["background"],
         model_set=config["model_set"],
         lineage=LINEAGE,

@@ -1,5 +1,6 @@
 # Report-only pages and the target that gathers everything the report shows:
 #   snakemake report_contents && snakemake --report report.html report_contents
+from fourloops.rule_functions.report import planned
 
 
 rule ladder_table:

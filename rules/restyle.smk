@@ -1,9 +1,10 @@
 # Every configured render restyled per style: one job per style loads the generator once.
+from fourloops.rule_functions.restyle import get_restyle_inputs, get_restyle_params
 
 
 rule restyle:
     input:
-        unpack(get_restyle_inputs),
+        unpack(with_config(get_restyle_inputs)),
     output:
         images=expand("results/restyle/{{style}}/az{az}.png", az=RESTYLE_TAGS),
         manifest="results/restyle/{style}/views.json",
@@ -13,7 +14,7 @@ rule restyle:
     benchmark:
         "benchmarks/restyle/{style}.tsv"
     params:
-        job=get_restyle_params,
+        job=with_config(get_restyle_params),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1

@@ -20,13 +20,13 @@ PACKAGE = "fourloops"
 LAYERS = (
     ("facts and YAML checks", {"yamlcheck", "anny_tables", "coco", "backends", "filecheck", "tables", "records",
                                "io"}),
-    ("config and machines", {"config", "machines", "card", "model_sets"}),
+    ("config and machines", {"config", "machines", "card", "model_sets", "names"}),
     ("asks and preflight", {"asks", "preflight"}),
     ("stage declarations", {"stage", "stages.*"}),
     ("walls", {"walls"}),
     ("placement and levers", {"slurm", "levers"}),
     ("the refusal report", {"refusal"}),
-    ("plan and the Snakemake glue", {"plan", "smk", "cli", "pods", "runlock"}),
+    ("plan and the Snakemake glue", {"plan", "smk", "cli", "pods", "runlock", "rule_functions.*"}),
 )
 
 

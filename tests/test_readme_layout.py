@@ -62,6 +62,7 @@ def test_the_layout_names_every_fourloops_module_once_and_only_those():
 
 @pytest.mark.parametrize("head, marker, until, folder, pattern, besides", [
     ("stages/", "one module per stage:", None, "src/fourloops/stages", "*.py", set()),
+    ("rule_functions/", "(config, wildcards):", None, "src/fourloops/rule_functions", "*.py", set()),
     ("rules/<stage>.smk", "`lineage=LINEAGE`:", None, "rules", "*.smk", {"common", "hooks"}),
     ("src/snakemake_executor_plugin_runpod/", "the RunPod executor:", None, "src/snakemake_executor_plugin_runpod",
      "*.py", set()),

@@ -3,6 +3,7 @@ wall check, the preflight, the plan and lineage all see with no other file edite
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -40,6 +41,34 @@ def test_lineage_follows_the_imports_not_a_list():
     fit = set(lineage.closure("fourloops.stages.fit"))
     assert {"fourloops.fit", "fourloops.io", "fourloops.camera", "fourloops.stages.render"} <= fit
     assert "fourloops.generate" in lineage.closure("fourloops.stages.generate")
+
+
+
+RULE_FUNCTIONS = REPO / "src" / "fourloops" / "rule_functions"
+
+
+def test_each_rule_files_functions_are_its_own_and_common_smk_holds_none():
+    """common.smk defines only the shared binder; a rule file imports functions from its own module alone, and
+    every module there belongs to a rule file."""
+    assert re.findall(r"^def (\w+)", (REPO / "rules" / "common.smk").read_text(), re.M) == ["with_config"]
+    rule_files = {p.stem: p.read_text() for p in (REPO / "rules").glob("*.smk")}
+    for stem, text in rule_files.items():
+        if stem != "common":
+            assert not re.search(r"^def ", text, re.M), f"rules/{stem}.smk defines a function (Snakemake's linter)"
+        imported = set(re.findall(r"^from fourloops\.rule_functions\.(\w+) import", text, re.M))
+        assert imported <= {stem}, f"rules/{stem}.smk imports the functions of {sorted(imported - {stem})}"
+    modules = {p.stem for p in RULE_FUNCTIONS.glob("*.py")} - {"__init__"}
+    assert modules - set(rule_files) == set(), f"no rule file for rule_functions/{sorted(modules - set(rule_files))}"
+
+
+def test_no_jobs_lineage_holds_a_rule_function():
+    """What the input and params functions return is in the job's inputs and params; their code is in no lineage,
+    even where a stage module imports one (each says `LINEAGE = False`)."""
+    for path in [*RULE_FUNCTIONS.glob("*.py"), REPO / "src" / "fourloops" / "names.py"]:
+        assert lineage._follows(ast.parse(path.read_text())) is False, f"{path.name}: no `LINEAGE = False`"
+    for stage in {s.module for s in registry().values()}:
+        held = [m for m in lineage.closure(stage) if m.startswith("fourloops.rule_functions") or m == "fourloops.names"]
+        assert held == [], f"{stage}'s lineage holds {held}"
 
 
 HEAVY = ("numpy", "scipy", "torch", "triton", "PIL", "pandas", "matplotlib", "transformers", "diffusers")
@@ -181,9 +210,14 @@ def add_toy(repo: Path) -> Path:
     return toy
 
 
-# A throwaway GPU stage: its component declared once (fourloops.stage.Gpu), in its own four files.
-LAMP_RULE = """
+# A throwaway GPU stage: its component declared once (fourloops.stage.Gpu), its rule's input and params functions
+# in its own module, in its own five files.
+LAMP_RULE = """from fourloops.rule_functions.lamp import get_lamp_inputs, get_lamp_params
+
+
 rule lamp:
+    input:
+        unpack(with_config(get_lamp_inputs)),
     output:
         out="results/lamp/out.json",
         provenance="results/provenance/lamp/lamp.json",
@@ -192,7 +226,7 @@ rule lamp:
     benchmark:
         "benchmarks/lamp/lamp.tsv"
     params:
-        lamp=gpu_of("lamp").settings(config),
+        lamp=with_config(get_lamp_params),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1
@@ -201,12 +235,30 @@ rule lamp:
     script:
         "../scripts/lamp.py"
 """
-LAMP_SCRIPT = """from fourloops.io import write_json
+LAMP_SCRIPT = """from pathlib import Path
+
+from fourloops.io import read_json, write_json
 from fourloops.jobs import job
 
 with job(snakemake) as run:
-    write_json(snakemake.output.out, snakemake.params.lamp)
+    built = read_json(Path(snakemake.input.model) / "lamp.json") if hasattr(snakemake.input, "model") else None
+    write_json(snakemake.output.out, {"settings": snakemake.params.lamp, "model": built})
 """
+LAMP_FUNCTIONS = '''"""rules/lamp.smk's input and params functions (tests only)."""
+LINEAGE = False
+
+from fourloops.model_sets import sizing_model
+from fourloops.stage import gpu
+
+
+def get_lamp_inputs(config, wildcards):
+    """The sizing set's lamp, built by the workflow; none on the real set."""
+    return {"model": sizing_model("lamp")} if config["model_set"] == "sizing" else {}
+
+
+def get_lamp_params(config, wildcards):
+    return gpu("lamp").settings(config)
+'''
 LAMP_MODULE = '''"""A throwaway GPU stage (tests only): its component is probed and sized like the real ones."""
 import time
 from pathlib import Path
@@ -275,7 +327,7 @@ properties:
     default: cpu
 """
 LAMP_FILES = {"rules/lamp.smk": LAMP_RULE, "scripts/lamp.py": LAMP_SCRIPT, "src/fourloops/stages/lamp.py": LAMP_MODULE,
-              "config/schema.d/lamp.yaml": LAMP_SCHEMA}
+              "src/fourloops/rule_functions/lamp.py": LAMP_FUNCTIONS, "config/schema.d/lamp.yaml": LAMP_SCHEMA}
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -285,11 +337,14 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def test_a_new_gpu_stage_in_its_own_files_is_refused_with_its_knob_and_probed_under_the_sizing_rules(repo_copy,
                                                                                                        tmp_path):
+    """Its rule, script, stage module, rule functions and config slice: the refusal reads the settings its params
+    function gives, and under the sizing set its input function makes its job read the build."""
     lamp = tmp_path / "lamp-repo"
     shutil.copytree(repo_copy, lamp, ignore=shutil.ignore_patterns("__pycache__"))
     for rel, text in LAMP_FILES.items():
         (lamp / rel).write_text(text)
-    # its own files and nothing else: no probe, sizing, asks, levers or common file edited
+    # its own files and nothing else: no probe, sizing, asks, levers or common file edited (rules/common.smk
+    # included: its input and params functions are in its own module)
     before, after = _tree(repo_copy), _tree(lamp)
     assert {k for k in after if before.get(k) != after[k]} == set(LAMP_FILES)
     # refused on the desk (40 GiB asked, 24 there): its own job and its probe, each offered its own knob
@@ -309,11 +364,15 @@ def test_a_new_gpu_stage_in_its_own_files_is_refused_with_its_knob_and_probed_un
     small.write_text("lamp:\n  vram_gib: 0\nsizing:\n  build_device: cpu\n")
     sized = tmp_path / "sized"
     cmd = [SNAKEMAKE, "-s", str(lamp / "Snakefile"), "--profile", str(lamp / "profiles" / "sizing"),
-           "--directory", str(sized), "-c1", f"--configfile={small}", "--", "results/probe/desk/lamp.json"]
+           "--directory", str(sized), "-c1", f"--configfile={small}", "--", "results/probe/desk/lamp.json",
+           "results/lamp/out.json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=copy_env(lamp), cwd=tmp_path, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert planned(proc) == ["probe_model", "sizing_model"], out[-3000:]
+    assert planned(proc) == ["lamp", "probe_model", "sizing_model"], out[-3000:]
+    # the lamp's job: its params from its params function, its input (the build) from its input function
+    assert json.loads((sized / "results" / "lamp" / "out.json").read_text()) == {
+        "settings": {"vram_gib": 0, "device": "cpu", "model": "models/sizing/lamp"}, "model": {"bulbs": 17}}
     assert json.loads((sized / "models" / "sizing" / "lamp" / "lamp.json").read_text()) == {"bulbs": 17}
     record = json.loads((sized / "results" / "probe" / "desk" / "lamp.json").read_text())
     assert (record["component"], record["key"], record["model_set"], record["model"]) == (
