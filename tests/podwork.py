@@ -5,17 +5,34 @@ time scale, and records every piece of work as an event the stand-in reads back.
     podwork.py setup                 the environment install (pod_life setup_s)
     podwork.py fetch ID [ID ...]     the weights of these hub ids (models.yaml sizes at pod_life hf_mb_s)
     podwork.py job -- CMD ...        a job: runs CMD (the executor has waited for the weights' lock)
-    podwork.py rsync ARGS ...        the pod's rsync: the real one, then the bytes it moved at pod_life rsync_mb_s
+
+Each piece of work starts at this process's own start (its interpreter and imports are the stand-in's, not the pod's
+life: a setup lasts setup_s from its first instant). The pod's rsync is a shell shim the stand-in writes
+(tests/runpod_standin.py), not this script: a Python start on each rsync would be stand-in seconds a real pod
+does not have.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import time
+
+
+def _process_start() -> float:
+    """This process's start as a time.time() instant (/proc: clock ticks after boot), before its imports."""
+    try:
+        ticks = int(open(f"/proc/{os.getpid()}/stat").read().rsplit(")", 1)[1].split()[19])
+        btime = next(int(l.split()[1]) for l in open("/proc/stat") if l.startswith("btime "))
+        return btime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
+
+
+STARTED = _process_start()
+
+import json
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,36 +54,27 @@ def main(argv: list[str]) -> int:
     life = podbill.load_life(REPO / "config" / "pod_life.yaml")
     what = argv[0]
     if what == "setup":
-        t0 = time.time()
-        time.sleep(life.setup_s * SCALE)
+        t0 = STARTED
+        time.sleep(max(0.0, life.setup_s * SCALE - (time.time() - t0)))
         record("setup", t0, time.time())
         return 0
     if what == "fetch":
         facts = load_facts(REPO / "config" / "models.yaml")
         by_id = {m.get("id"): k for k, m in facts["models"].items()}
+        t0 = STARTED
         for hub_id in argv[1:]:
-            t0 = time.time()
             gb = podbill.weights_gb(facts, by_id[hub_id]) if hub_id in by_id else 0.0
-            time.sleep(life.download_s(gb) * SCALE)
+            time.sleep(max(0.0, life.download_s(gb) * SCALE - (time.time() - t0)))
             record("download", t0, time.time(), model=hub_id, gb=gb)
+            t0 = time.time()
         return 0
     if what == "job":
         cmd = argv[argv.index("--") + 1:]
-        t0 = time.time()
+        t0 = STARTED  # this wrapper's own start is the job's (GPU-busy), not idle the pod bills
         rc = subprocess.call(cmd)
         record("job", t0, time.time(), rc=rc)
         return rc
-    if what == "rsync":  # stdin/stdout are rsync's protocol: nothing else may be written there
-        t0 = time.time()
-        with tempfile.NamedTemporaryFile("r", suffix=".rsync.log") as log:
-            rc = subprocess.call(["/usr/bin/rsync", f"--log-file={log.name}", "--log-file-format=%l", *argv[1:]])
-            # a file's line is "<date> <time> [pid] <length>"; the summary lines carry words
-            moved = sum(int(m) for line in log.read().splitlines() for m in [line.rsplit("] ", 1)[-1]] if m.isdigit())
-        # the bandwidth's time, of which the loopback rsync already took its own
-        time.sleep(max(0.0, life.transfer_s(moved / 1e6) * SCALE - (time.time() - t0)))
-        record("transfer", t0, time.time(), bytes=moved, rc=rc)
-        return rc
-    print(f"podwork: unknown work {what!r}; allowed: setup, fetch, job, rsync", file=sys.stderr)
+    print(f"podwork: unknown work {what!r}; allowed: setup, fetch, job", file=sys.stderr)
     return 2
 
 

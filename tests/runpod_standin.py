@@ -17,7 +17,7 @@ A pod's life can follow config/pod_life.yaml (`life=`, a fourloops.podbill.PodLi
 `time_scale` (0.01: a simulated minute lasts 0.6 s): PROVISIONING for the image pull, RUNNING with a null
 runtime, then a stale ssh port, all billed from creation. The stand-in's clock (`sim_s`) and bill
 (`billed_s`, `cost`) are in simulated seconds. On the pod, tests/podwork.py plays the setup, the weights
-download, a job's time and rsync at pod_life's bandwidth (the pod's `rsync` is its shim) at the same scale and
+download and a job's time, and the pod's `rsync` (a shell shim) pod_life's bandwidth, at the same scale and
 records each as an event (`events`), so a test reads where every billed second went from the stand-in, never
 from wall time.
 
@@ -298,7 +298,7 @@ class StandIn:
 
     # pod model ---------------------------------------------------------------------------------
     def _tick_loop(self):
-        while not self._ticker_stop.wait(0.1):
+        while not self._ticker_stop.wait(0.01):  # 1/100 s: at 1/50 time half a simulated second
             self.tick()
 
     def tick(self) -> None:
@@ -352,12 +352,24 @@ class StandIn:
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
 
     def _rsync_shim(self, p: dict) -> Path:
-        """A directory whose `rsync` is tests/podwork.py's: the real rsync, then the pod's bandwidth."""
+        """A directory whose `rsync` is the real one, then the rest of the bytes' time at pod_life's rsync_mb_s
+        (scaled), recorded as a `transfer` event from the shim's start. A shell script: a Python start on every
+        rsync would be seconds the stand-in adds that a real pod's rsync does not take."""
         bin_dir = p["workspace"].parent / "bin"
         bin_dir.mkdir(exist_ok=True)
         shim = bin_dir / "rsync"
-        podwork = Path(__file__).resolve().with_name("podwork.py")
-        shim.write_text(f'#!/bin/sh\nexec {sys.executable} {podwork} rsync "$@"\n')
+        per_byte = self.time_scale / (self.life.rsync_mb_s * 1e6)  # real seconds a byte takes at the scaled bandwidth
+        shim.write_text(
+            "#!/bin/bash\n"
+            "t0=$(date +%s.%N); log=$(mktemp --suffix=.rsync.log)\n"
+            '/usr/bin/rsync --log-file="$log" --log-file-format=%l "$@"; rc=$?\n'
+            # a file's line is "<date> <time> [pid] <length>"; the summary lines carry words
+            "bytes=$(awk '{x=$0; sub(/.*\\] /, \"\", x); if (x ~ /^[0-9]+$/) s+=x} END {print s+0}' \"$log\"); rm -f \"$log\"\n"
+            f"left=$(awk -v b=\"$bytes\" -v t0=\"$t0\" -v now=\"$(date +%s.%N)\" 'BEGIN {{l=b*{per_byte!r}-(now-t0); print (l>0?l:0)}}')\n"
+            'sleep "$left"\n'
+            'printf \'{"cause": "transfer", "t0": %s, "t1": %s, "bytes": %s, "rc": %s}\\n\' "$t0" "$(date +%s.%N)" "$bytes" "$rc" '
+            '>> "$FOURLOOPS_STANDIN_EVENTS"\n'
+            'exit $rc\n')
         shim.chmod(0o755)
         return bin_dir
 

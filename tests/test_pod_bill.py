@@ -50,6 +50,48 @@ def test_every_billed_second_gets_one_cause_and_a_gap_is_waiting():
     assert got["gpu_s"] + sum(idle.values()) == pytest.approx(got["billed_s"])
 
 
+def test_an_executor_call_no_work_covers_is_billed_as_calls_and_one_under_work_is_the_works():
+    """The executor's own calls (Pod.called) are in the timeline as `calls`: a second of an ssh under the setup or
+    a job is that work's; a probe between them, the executor's."""
+    got = podbill.attribute([("ready", 0, 10), ("calls", 9, 12), ("calls", 12, 13), ("setup", 13, 20),
+                             ("calls", 12.5, 20.5), ("job", 22, 30), ("calls", 21.5, 30.5)], 0, 31)
+    idle = got["idle_s"]
+    # 10-12 the probe, 12-13 mkdir, 20-20.5 the setup's ssh closing, 21.5-22 the job's ssh logging in,
+    # 30-30.5 closing; 20.5-21.5 and 30.5-31 no call: waiting
+    assert idle["calls"] == pytest.approx(2 + 1 + 0.5 + 0.5 + 0.5)
+    assert idle["ready"] == 10 and idle["setup"] == 7 and got["gpu_s"] == 8
+    assert idle["waiting"] == pytest.approx(1.5)
+    assert got["gpu_s"] + sum(idle.values()) == pytest.approx(got["billed_s"])
+
+
+def test_the_forecast_counts_the_executors_calls_per_pod_and_per_job_and_a_running_download_hides_them():
+    """Two pod jobs on one pod, calls at set seconds: per pod the poll and probe that get in, the workspace probe,
+    mkdir, the repo's rsync and the setup's ssh, plus half a poll cycle; per job its inputs' and outputs' rsync and
+    its ssh; the first job of a model one ssh more (its download's lock). Counted by hand here."""
+    import dataclasses
+
+    life = dataclasses.replace(LIFE, ssh_call_s=0.2, rsync_call_s=0.3, rest_call_s=0.05)
+    jobs = [podbill.PodJob("a", 100), podbill.PodJob("b", 50)]
+    got = podbill.forecast(jobs, life, {}, repo_mb=0, hourly_usd=0, fetch_at="container", poll_s=4.0)
+    half_poll = (4.0 + 0.05 + 0.2) / 2
+    per_pod = 0.05 + 4 * 0.2 + 0.3
+    per_job = 0.3 + 0.2 + 0.3
+    assert got["idle_s"]["calls"] == pytest.approx(half_poll + per_pod + 2 * per_job, abs=0.1)
+    assert got["calls"] == {"ssh": 4 + 2, "rsync": 1 + 4, "rest": 1}
+    # with a model whose download outlasts the setup, the calls before its first job wait under the download
+    # (the same seconds, billed as `download`), and that job's lock wait is one ssh more
+    slow = podbill.forecast([podbill.PodJob("a", 100, "gen")], life, {"gen": 30.0}, repo_mb=0, hourly_usd=0,
+                            fetch_at="container", poll_s=4.0)
+    assert slow["calls"] == {"ssh": 4 + 1 + 1, "rsync": 1 + 2, "rest": 1}
+    assert slow["idle_s"]["calls"] == pytest.approx(0.3, abs=0.1)  # only the outputs' rsync shows
+    fast = podbill.forecast([podbill.PodJob("a", 100, "gen")], life, {"gen": 30.0}, repo_mb=0, hourly_usd=0,
+                            fetch_at="container", poll_s=4.0, overlap_download=False)
+    # the same pod life: what the calls add to the bill does not depend on the download hiding them
+    assert slow["idle_s"]["download"] + slow["idle_s"]["calls"] == pytest.approx(
+        life.download_s(30.0) - life.ssh_stale_s - life.setup_s + 0.3, abs=0.2)
+    assert fast["idle_s"]["calls"] == pytest.approx(half_poll + per_pod + per_job, abs=0.1)
+
+
 def test_forecast_hides_the_download_behind_the_setup_only_where_it_fits():
     life = LIFE
     jobs = [podbill.PodJob("gen", 1000, "gen", in_mb=14, out_mb=28), podbill.PodJob("score", 200, "score")]
@@ -64,7 +106,10 @@ def test_forecast_hides_the_download_behind_the_setup_only_where_it_fits():
     assert over["idle_s"]["download"] == pytest.approx(dl["gen"] - life.setup_s - 1.0, abs=0.1)
     # from the container's start: the stale-ssh window's 90 s of the download are under the ready window
     assert early["idle_s"]["download"] == pytest.approx(dl["gen"] - life.ssh_stale_s - life.setup_s - 1.0, abs=0.1)
-    assert over["billed_s"] - early["billed_s"] == pytest.approx(life.ssh_stale_s, abs=0.2)
+    # ... and so are the executor's calls before the setup (half a 5 s poll cycle, the poll, 4 ssh, the repo's
+    # rsync), which after the sync (`over`) are billed in a row with one ssh more, the download's start
+    before_setup = (5.0 + life.rest_call_s + life.ssh_call_s) / 2 + life.rest_call_s + 4 * life.ssh_call_s + life.rsync_call_s
+    assert over["billed_s"] - early["billed_s"] == pytest.approx(life.ssh_stale_s + before_setup + life.ssh_call_s, abs=0.2)
     assert early["floor_container_s"] == pytest.approx(
         life.pull_s + life.runtime_null_s + max(dl["gen"], life.ssh_stale_s + life.setup_s) + 1200 + life.teardown_s, abs=0.1)
     assert over["billed_s"] == pytest.approx(over["gpu_s"] + sum(over["idle_s"].values()), abs=0.2)
@@ -134,10 +179,11 @@ def test_a_pod_run_on_the_standin_attributes_its_idle_and_keeps_it_under_twice_t
         proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp_path), cwd=work, timeout=400)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out[-6000:]
-        print("\n" + "\n".join(l for l in out.splitlines() if "runpod: " in l and ("bill" in l or "idle" in l)))
+        print("\n" + "\n".join(l for l in out.splitlines()
+                                if "runpod: " in l and ("bill" in l or "idle" in l or "executor calls" in l)))
         assert re.search(r"runpod: pod bill: [\d.]+ s billed, [\d.]+ s GPU-busy", out), out[-3000:]
         assert re.search(r"idle by cause: pull [\d.]+, ready [\d.]+, setup [\d.]+, download [\d.]+, transfer [\d.]+, "
-                         r"waiting [\d.]+, teardown [\d.]+", out)
+                         r"calls [\d.]+, waiting [\d.]+, teardown [\d.]+", out)
         assert re.search(r"forecast \(fourloops plan --machine pod\): [\d.]+ s billed", out)
         assert re.search(r"billed \$\d+\.\d{4} against forecast \$\d+\.\d{4}", out)
         [p] = standin.pods.values()
@@ -159,6 +205,11 @@ def test_a_pod_run_on_the_standin_attributes_its_idle_and_keeps_it_under_twice_t
         print("stand-in idle by cause: " + ", ".join(f"{c} {s:.1f}" for c, s in played["idle_s"].items()))
         assert idle < 2 * (floor_idle + LIFE.ready_s), (idle, floor_idle, events)
         assert standin.listed() == [] and not standin.violations, standin.violations
+        # the executor made the calls the forecast counts for one pod job waiting for its model's download
+        made = re.search(r"executor calls from ready to terminate: (.*?); before ready", out).group(1)
+        counted = podbill.forecast([podbill.PodJob("generate", 1.0, "gen")], LIFE, {"gen": 1.0}, repo_mb=0,
+                                   hourly_usd=0, fetch_at="container")["calls"]
+        assert {k: int(n) for k, n in re.findall(r"(\w+) (\d+) \(median", made)} == counted, made
     finally:
         standin.close()
 

@@ -81,7 +81,7 @@ def planned(view, targets: list[str]) -> dict:
     return {"target": verdict.machine.label(), "ok": verdict.ok, "jobs": jobs}
 
 
-def build(workflow, machine_name: str) -> dict:
+def build(workflow, machine_name: str, runpod: dict | None = None) -> dict:
     """The plan of a workflow whose DAG is built (called from inside Snakemake's dry-run)."""
     from fourloops.smk import workflow_of
 
@@ -129,8 +129,11 @@ def build(workflow, machine_name: str) -> dict:
         t["cost_usd"] += cost
     bill = None
     if life is not None and any(r.profile == "pod" for r in rows):
+        # the executor's settings (machines.yaml pod.runpod, or the running executor's own: `runpod`)
+        settings = {**(machines["pod"].get("runpod") or {}), **(runpod or {})}
         bill = pod_bill(rows, life, view.facts, Path(workflow.basedir), float(machines["pod"].get("hourly_usd", 0.0)),
-                        fetch_at=(machines["pod"].get("runpod") or {}).get("fetch_at", "container"))
+                        fetch_at=settings.get("fetch_at", "container"),
+                        poll_s=float(settings.get("poll_s", podbill.DEFAULT_POLL_S)))
     return {
         "machine": machine_name,
         "ok": verdict.ok,
@@ -168,7 +171,7 @@ def _moved_mb(job, life) -> tuple[float, float]:
 
 
 def pod_bill(rows: list[PlannedJob], life, facts: dict, basedir: Path, hourly_usd: float,
-             fetch_at: str = "container") -> dict:
+             fetch_at: str = "container", poll_s: float = podbill.DEFAULT_POLL_S) -> dict:
     """The whole bill of the plan's pod jobs on one pod, in the order a pool of one takes them (dependencies
     first, then the jobs whose model downloads first, then the plan's order): fixed costs, jobs, transfers,
     teardown (fourloops.podbill.forecast)."""
@@ -187,7 +190,8 @@ def pod_bill(rows: list[PlannedJob], life, facts: dict, basedir: Path, hourly_us
     jobs = [podbill.PodJob(r.output, r.seconds, r.model, r.in_mb, r.out_mb) for r in ordered]
     weights = {j.model: podbill.weights_gb(facts, j.model) for j in jobs if j.model}
     repo_mb = podbill.tree_mb(basedir, source_files(basedir))
-    bill = podbill.forecast(jobs, life, weights, repo_mb=repo_mb, hourly_usd=hourly_usd, fetch_at=fetch_at)
+    bill = podbill.forecast(jobs, life, weights, repo_mb=repo_mb, hourly_usd=hourly_usd, fetch_at=fetch_at,
+                            poll_s=poll_s)
     bill["order"] = [j.name for j in jobs]
     bill["fetch_order"] = models
     return bill

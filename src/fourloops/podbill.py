@@ -6,6 +6,11 @@ costs (pull, RUNNING with a null runtime and a stale ssh port, setup and the wei
 its inputs up, its GPU seconds, its outputs down, then the teardown. The floor (issue 23's) is
 pull + max(setup, weights download) + GPU-busy + teardown; with the download started by the container's own
 start command (before ssh answers) the pod's life gives a second one, `floor_container_s`.
+
+Besides the pod's life, the executor's own calls take billed seconds: each ssh (connect, log in, exit), each rsync
+and the REST poll that sees the pod ready (`calls`: POD_CALLS once per pod, JOB_CALLS per pod job, times
+pod_life's seconds per call, measured on a loopback sshd, not over the internet), and half a poll interval
+between the pod being ready and the executor seeing it.
 """
 
 from __future__ import annotations
@@ -25,11 +30,23 @@ LIFE_PATH = REPO / "config" / "pod_life.yaml"
 # runs is GPU-busy whatever else moves; an upload during setup is the upload's; a download while ssh does not
 # answer yet is the ready window's (the pod would wait for ssh without it).
 BUSY = "job"
-CAUSES = ("pull", "ready", "setup", "download", "transfer", "waiting", "teardown")
-_PRIORITY = (BUSY, "transfer", "setup", "ready", "download", "pull", "teardown")
+# `calls`: the executor's own ssh, rsync and REST calls where no work of the pod's covers them.
+CAUSES = ("pull", "ready", "setup", "download", "transfer", "calls", "waiting", "teardown")
+_PRIORITY = (BUSY, "transfer", "setup", "ready", "download", "pull", "teardown", "calls")
 FETCH_AT = ("container", "sync")  # when the weights download starts: the container's start, or after the sync
 FIGURES = ("image_gb", "pull_mb_s", "runtime_null_s", "ssh_stale_s", "wheels_gb", "setup_s", "hf_mb_s",
-           "rsync_mb_s", "file_mb", "teardown_s")
+           "rsync_mb_s", "file_mb", "teardown_s", "ssh_call_s", "rsync_call_s", "rest_call_s")
+# The executor's calls on a billed pod that no delay of the pod's life hides (the REST polls and failed ssh probes
+# before the pod answers are under its `ready`; the terminate is in teardown_s), by kind
+# (src/snakemake_executor_plugin_runpod/executor.py):
+#   once per pod: the poll that sees ssh.direct and the `ssh true` that gets in, the workspace probe, mkdir, the
+#   repo's rsync, the setup's ssh (fetch_at sync: one more ssh, the fetch's start);
+#   per pod job: its inputs' rsync, its ssh, its outputs' rsync, and the first job of each model one ssh more
+#   (`flock` on the model's download).
+POD_CALLS = {"rest": 1, "ssh": 4, "rsync": 1}
+JOB_CALLS = {"ssh": 1, "rsync": 2}
+WEIGHTS_CALLS = {"ssh": 1}
+DEFAULT_POLL_S = 5.0  # the executor's runpod.poll_s default (settings.py)
 _RATES = ("pull_mb_s", "hf_mb_s", "rsync_mb_s")  # divided by: > 0
 
 
@@ -51,6 +68,9 @@ class PodLife:
     rsync_mb_s: float
     file_mb: float
     teardown_s: float
+    ssh_call_s: float
+    rsync_call_s: float
+    rest_call_s: float
     sources: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -67,6 +87,11 @@ class PodLife:
 
     def transfer_s(self, mb: float) -> float:
         return mb / self.rsync_mb_s
+
+    def calls_s(self, calls: dict[str, int]) -> float:
+        """Seconds of the executor's calls `calls` ({kind: count}, kinds ssh, rsync, rest)."""
+        per = {"ssh": self.ssh_call_s, "rsync": self.rsync_call_s, "rest": self.rest_call_s}
+        return sum(per[k] * n for k, n in calls.items())
 
 
 def load_life(path: str | Path = LIFE_PATH) -> PodLife:
@@ -154,48 +179,74 @@ class PodJob:
 
 
 def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, repo_mb: float, hourly_usd: float,
-             overlap_download: bool = True, fetch_at: str = "container") -> dict:
+             overlap_download: bool = True, fetch_at: str = "container", poll_s: float = DEFAULT_POLL_S) -> dict:
     """The bill of running `jobs` in order on one pod: seconds per cause, the floors and the cost.
 
     `weights`: GB per model key. With `overlap_download`, every model downloads one after another from
     `fetch_at`: "container" (the pod's start command, when its runtime appears: the stale-ssh window and the
     repo's sync before the setup) or "sync" (with the setup); a job waits only for its own model. Without it,
-    each model downloads before its first job, after the setup."""
+    each model downloads before its first job, after the setup. The executor's calls (POD_CALLS, JOB_CALLS,
+    WEIGHTS_CALLS at pod_life's seconds per call) and half a poll interval (`poll_s`, the executor's) are `calls`,
+    except where a download still running hides them."""
     if fetch_at not in FETCH_AT:
         raise ValueError(f"fetch_at = {fetch_at!r} is not allowed: expected one of {', '.join(FETCH_AT)}")
     causes = dict.fromkeys(CAUSES, 0.0)
     causes["pull"] = life.pull_s
     causes["ready"] = life.ready_s
     causes["transfer"] = life.transfer_s(repo_mb)
+    # before the setup runs: the poll sees the pod ready half a poll cycle late on average, then the pod's calls
+    pod_calls = dict(POD_CALLS, ssh=POD_CALLS["ssh"] + (fetch_at == "sync" and overlap_download))
+    before_setup = (poll_s + life.rest_call_s + life.ssh_call_s) / 2.0 + life.calls_s(pod_calls)
+    causes["calls"] = before_setup
+    job_call_s = life.calls_s(JOB_CALLS)
+    weights_call_s = life.calls_s(WEIGHTS_CALLS)
     models = [j.model for j in jobs if j.model in weights]
     first_of = {m: i for i, m in reversed(list(enumerate(models)))}
     dl_total = sum(life.download_s(weights[m]) for m in first_of)
     t = 0.0  # seconds since the setup began
     if overlap_download:
         # downloads run one after another from t = 0, beside the setup; job i starts when its model is in
-        # t = 0 is the setup's start; the container starts the ssh-stale window and the repo's sync before it
+        # t = 0 is the setup's start; the container starts the ssh-stale window, the executor's calls and the
+        # repo's sync before it
         ready_at = {}
-        acc = -(life.ssh_stale_s + life.transfer_s(repo_mb)) if fetch_at == "container" else 0.0
+        acc = -(life.ssh_stale_s + before_setup + life.transfer_s(repo_mb)) if fetch_at == "container" else 0.0
         for m in sorted(first_of, key=first_of.get):
             acc += life.download_s(weights[m])
             ready_at[m] = acc
+        if fetch_at == "container" and ready_at:  # the calls before the setup run while the first download does
+            first = ready_at[min(first_of, key=first_of.get)]
+            pre = (-before_setup - life.transfer_s(repo_mb), -life.transfer_s(repo_mb))  # roughly: then the sync
+            hidden = min(before_setup, max(0.0, first - pre[0]))
+            causes["calls"] -= hidden
+            causes["download"] += hidden
         t = life.setup_s
         causes["setup"] = life.setup_s
+        waited = set()
         for j in jobs:
-            start = max(t + life.transfer_s(j.in_mb), ready_at.get(j.model, 0.0))
-            causes["download"] += max(0.0, ready_at.get(j.model, 0.0) - (t + life.transfer_s(j.in_mb)))
+            inputs_in = t + life.transfer_s(j.in_mb)
+            calls = life.rsync_call_s + life.ssh_call_s  # the inputs' rsync, the job's ssh
+            if j.model in ready_at and j.model not in waited:
+                waited.add(j.model)
+                calls += weights_call_s
+            start = max(inputs_in + calls, ready_at.get(j.model, 0.0))
+            hidden = min(start - inputs_in, max(0.0, ready_at.get(j.model, 0.0) - inputs_in))  # the download's
+            causes["download"] += hidden
+            causes["calls"] += start - inputs_in - hidden + life.rsync_call_s  # and the outputs' rsync
             causes["transfer"] += life.transfer_s(j.in_mb) + life.transfer_s(j.out_mb)
-            t = start + j.seconds + life.transfer_s(j.out_mb)
+            t = start + j.seconds + life.rsync_call_s + life.transfer_s(j.out_mb)
     else:
         causes["setup"] = life.setup_s
         causes["download"] = dl_total
         causes["transfer"] += sum(life.transfer_s(j.in_mb) + life.transfer_s(j.out_mb) for j in jobs)
+        causes["calls"] += job_call_s * len(jobs)
     causes["teardown"] = life.teardown_s
     gpu = sum(j.seconds for j in jobs)
     idle = {k: round(v, 1) for k, v in causes.items()}
     billed = round(gpu, 1) + sum(idle.values())  # the shown parts add up to the shown bill
     first_gb = weights[models[0]] if models else 0.0
-    return {"billed_s": round(billed, 1), "gpu_s": round(gpu, 1), "idle_s": idle,
+    n_calls = {k: POD_CALLS.get(k, 0) + JOB_CALLS.get(k, 0) * len(jobs) for k in ("ssh", "rsync", "rest")}
+    n_calls["ssh"] += (fetch_at == "sync" and overlap_download) + (len(first_of) if overlap_download else 0)
+    return {"billed_s": round(billed, 1), "gpu_s": round(gpu, 1), "idle_s": idle, "calls": n_calls,
             "floor_s": round(floor_s(life, first_gb, gpu), 1),
             "floor_container_s": round(floor_container_s(life, first_gb, gpu, repo_mb), 1), "fetch_at": fetch_at, "cost_usd": round(billed / 3600.0 * hourly_usd, 4), "hourly_usd": hourly_usd,
             "pods": 1, "weights_gb": {m: round(weights[m], 2) for m in first_of}, "repo_mb": round(repo_mb, 1)}
@@ -231,6 +282,27 @@ def attribute(intervals: list[tuple[str, float, float]], start: float, end: floa
         out[cause] += b - a
     billed = end - start
     return {"billed_s": billed, "gpu_s": out[BUSY], "idle_s": {c: out[c] for c in CAUSES}}
+
+
+def calls_line(calls: list[tuple[str, float, float]], ready: float, end: float | None) -> str:
+    """The executor's own calls to a pod (kind, t0, t1), counted and timed: those from `ready` (the probe that got
+    in) to `end` (the terminate) are the ones the forecast counts (POD_CALLS, JOB_CALLS, WEIGHTS_CALLS); the polls
+    and failed probes before are under the pod's `ready`."""
+    import statistics
+
+    def part(sel) -> str:
+        out = []
+        for kind in ("ssh", "rsync", "rest"):
+            took = [t1 - t0 for k, t0, t1 in sel if k == kind]
+            if took:
+                out.append(f"{kind} {len(took)} (median {statistics.median(took):.3f} s, min {min(took):.3f} s, "
+                           f"{sum(took):.2f} s in all)")
+        return ", ".join(out) or "none"
+
+    end = float("inf") if end is None else end
+    billed = [c for c in calls if ready <= c[1] < end]
+    before = [c for c in calls if c[1] < ready]
+    return f"executor calls from ready to terminate: {part(billed)}; before ready: {part(before)}"
 
 
 def summary_lines(measured: dict, forecast_: dict | None, billed_usd: float | None, unit: str = "s") -> list[str]:

@@ -167,7 +167,8 @@ class Executor(RemoteExecutor):
             view = workflow_of(self.workflow)
             saved = view.target
             try:
-                planned = plan.build(self.workflow, "pod")
+                planned = plan.build(self.workflow, "pod",
+                                     runpod={"fetch_at": self.settings.fetch_at, "poll_s": self.settings.poll_s})
             finally:  # the desk's jobs keep their own machine's asks
                 view.target = saved
                 view._asks.clear()
@@ -251,7 +252,9 @@ class Executor(RemoteExecutor):
         while True:
             if self._cancel.is_set():
                 raise WorkflowError("runpod: cancelled while waiting for the pod")
+            t_poll = time.monotonic()
             info = self.client.get_pod(pod.id)
+            pod.called("rest", t_poll)
             seen = runpod.describe(info)
             if pulled is None and info and info.get("status") != "PROVISIONING":
                 pulled = time.monotonic()
@@ -259,6 +262,7 @@ class Executor(RemoteExecutor):
             endpoint = runpod.direct_ssh(info) if info else None
             if endpoint:
                 pod.host, pod.port, pod.user = endpoint
+                t_probe = time.monotonic()
                 probe = self.transport.ssh(pod, "true", timeout=30)
                 if probe.returncode == 0:
                     break
@@ -273,7 +277,9 @@ class Executor(RemoteExecutor):
         pod.workspace = probe.stdout.strip() or "/workspace"
         if pulled is None:
             pulled = pod.t_create
-        pod.spent("ready", pulled)  # RUNNING with a null runtime, then a stale ssh port
+        # RUNNING with a null runtime, then a stale ssh port: up to the poll that saw ssh.direct before the probe
+        # that got in (that poll, that probe and the workspace probe are the executor's calls)
+        pod.spent("ready", pulled, t_poll)
         self.log(f"runpod: pod {pod.id} ready after {time.monotonic() - t0:.0f} s (ssh {pod.host}:{pod.port}, direct TCP)")
 
     def _setup(self, pod: Pod) -> None:
@@ -545,6 +551,9 @@ class Executor(RemoteExecutor):
         if total is not None:
             for line in podbill.summary_lines(total, self.forecast, billed_usd):
                 self.log(f"runpod: {line}")
+        for pod in self.pods_seen:
+            ready = max((t1 for c, _, t1 in pod.timeline if c == "ready"), default=pod.t_create)
+            self.log(f"runpod: pod {pod.id}: {podbill.calls_line(pod.calls, ready, pod.t_end)}")
 
     def _install_signal_handlers(self) -> None:
         if self._signals_installed or threading.current_thread() is not threading.main_thread():

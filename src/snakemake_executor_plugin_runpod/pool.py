@@ -31,10 +31,17 @@ class Pod:
     timeline: list = field(default_factory=list)
     fetching: bool = False  # weights downloads were started under the pod's fetch locks
     weights_in: set = field(default_factory=set)  # the fetch locks a job has waited out
-
+    calls: list = field(default_factory=list)  # the executor's own calls to it: (kind ssh|rsync|rest, t0, t1)
 
     def spent(self, cause: str, t0: float, t1: float | None = None) -> None:
         self.timeline.append((cause, t0, time.monotonic() if t1 is None else t1))
+
+    def called(self, kind: str, t0: float, t1: float | None = None) -> None:
+        """One of the executor's own calls (an ssh, an rsync, a REST request): counted and timed for the run's
+        summary, and a billed second no other cause takes is the `calls` cause's."""
+        t1 = time.monotonic() if t1 is None else t1
+        self.calls.append((kind, t0, t1))
+        self.timeline.append(("calls", t0, t1))
 
     @property
     def root(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 from .pool import Pod
@@ -25,7 +26,9 @@ class Transport:
                 *SSH_OPTS, f"{pod.user}@{pod.host}"]
 
     def ssh(self, pod: Pod, command: str, timeout: float | None = None, track: bool = False):
-        """Run `command` on the pod; exit 124 when it ran past `timeout`. `track`: killed with the pod."""
+        """Run `command` on the pod; exit 124 when it ran past `timeout`. `track`: killed with the pod. The call is
+        counted and timed on the pod (`Pod.called`)."""
+        t0 = time.monotonic()
         proc = subprocess.Popen(self.ssh_cmd(pod) + [command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, stdin=subprocess.DEVNULL)
         if track:
@@ -38,6 +41,7 @@ class Transport:
             return subprocess.CompletedProcess(proc.args, 124, out, err + "\n(timed out)")
         finally:
             pod.procs.discard(proc)
+            pod.called("ssh", t0)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def rsync(self, pod: Pod, files: list[str], src: str, dest: str, timeout: float = 3600):
@@ -46,7 +50,11 @@ class Transport:
             return subprocess.CompletedProcess([], 0, "", "")
         rsh = shlex.join(self.ssh_cmd(pod)[:-1])
         cmd = ["rsync", "-rtl", "--no-owner", "--no-group", "--from0", "--files-from=-", "-e", rsh, src, dest]
-        return subprocess.run(cmd, input="\0".join(files), capture_output=True, text=True, timeout=timeout)
+        t0 = time.monotonic()
+        try:
+            return subprocess.run(cmd, input="\0".join(files), capture_output=True, text=True, timeout=timeout)
+        finally:
+            pod.called("rsync", t0)
 
     @staticmethod
     def remote(pod: Pod, path: str = "") -> str:
