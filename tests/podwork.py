@@ -19,12 +19,14 @@ import time
 
 
 def _process_start() -> float:
-    """This process's start as a time.time() instant (/proc: clock ticks after boot), before its imports."""
+    """This process's start as a time.time() instant, before its imports: its age (/proc/uptime less its start in
+    clock ticks after boot, one clock, 10 ms steps) taken from now. (/proc/stat's btime is whole seconds: an offset
+    of up to 1 s, which a scaled clock stretches to many.)"""
     try:
         ticks = int(open(f"/proc/{os.getpid()}/stat").read().rsplit(")", 1)[1].split()[19])
-        btime = next(int(l.split()[1]) for l in open("/proc/stat") if l.startswith("btime "))
-        return btime + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        uptime = float(open("/proc/uptime").read().split()[0])
+        return time.time() - max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
         return time.time()
 
 
