@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import os
 import platform
 import statistics
@@ -26,9 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
 
 from fourloops import podbill, runpod  # noqa: E402
-from runpod_standin import Sshd, StandIn  # noqa: E402
-from snakemake_executor_plugin_runpod.pool import Pod  # noqa: E402
-from snakemake_executor_plugin_runpod.transport import Transport  # noqa: E402
+from runpod_standin import Sshd, StandIn, pod_let_in  # noqa: E402
 
 KEY = "rpa_" + "0" * 40
 
@@ -43,23 +40,8 @@ def main() -> None:
     standin = StandIn(sshd, tmp / "pods", KEY, life=life, time_scale=1.0)
     try:
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "id")], check=True)
+        p, pod, transport = pod_let_in(standin, KEY, "fourloops-calls-1", tmp / "id", tmp / "known_hosts")
         client = runpod.Client(KEY, standin.url)
-        created = client.create_pod({"name": "fourloops-calls-1", "image": "x@sha256:" + "0" * 64,
-                                     "gpu": {"id": "NVIDIA A40", "count": 1}, "cloud": "SECURE",
-                                     "env": {"PUBLIC_KEY": (tmp / "id.pub").read_text().strip()}})
-        p = standin.pods[created["id"]]
-        transport = Transport(tmp / "id", tmp / "known_hosts")
-        pod = Pod(p["id"], p["name"], dt.datetime.now(dt.timezone.utc))
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            ep = runpod.direct_ssh(client.get_pod(p["id"]))
-            if ep:
-                pod.host, pod.port, pod.user = ep
-                if transport.ssh(pod, "true", timeout=10).returncode == 0:
-                    break
-            time.sleep(0.1)
-        else:
-            raise SystemExit("the stand-in pod never let us in")
         src = tmp / "up"
         src.mkdir()
         pod.calls.clear()

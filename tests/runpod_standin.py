@@ -558,3 +558,28 @@ class StandIn:
             do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _do
 
         return Handler
+
+
+def pod_let_in(standin: "StandIn", api_key: str, name: str, key: Path, known_hosts: Path, timeout: float = 30.0):
+    """Create a stand-in pod through the real REST client and wait until the executor's own Transport gets in over
+    ssh: (the stand-in's pod record, the executor's Pod with its endpoint, the Transport)."""
+    from fourloops import runpod
+    from snakemake_executor_plugin_runpod.pool import Pod
+    from snakemake_executor_plugin_runpod.transport import Transport
+
+    client = runpod.Client(api_key, standin.url)
+    created = client.create_pod({"name": name, "image": "x@sha256:" + "0" * 64,
+                                 "gpu": {"id": "NVIDIA A40", "count": 1}, "cloud": "SECURE",
+                                 "env": {"PUBLIC_KEY": Path(f"{key}.pub").read_text().strip()}})
+    p = standin.pods[created["id"]]
+    transport = Transport(key, known_hosts)
+    pod = Pod(p["id"], p["name"], dt.datetime.now(dt.timezone.utc))
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ep = runpod.direct_ssh(client.get_pod(p["id"]))
+        if ep:
+            pod.host, pod.port, pod.user = ep
+            if transport.ssh(pod, "true", timeout=10).returncode == 0:
+                return p, pod, transport
+        time.sleep(0.1)
+    raise AssertionError(f"the stand-in pod {name} never let us in")

@@ -216,13 +216,10 @@ def test_a_pod_run_on_the_standin_attributes_its_idle_and_keeps_it_under_twice_t
 
 def test_the_standin_pods_rsync_moves_at_the_runbooks_bandwidth(loopback_sshd, tmp_path):
     """14 MB up to a stand-in pod costs a simulated second (the runbook's ~14 MB/s), read off the stand-in."""
-    import datetime as dt
     import os
     import subprocess
 
-    from runpod_standin import StandIn
-    from snakemake_executor_plugin_runpod.pool import Pod
-    from snakemake_executor_plugin_runpod.transport import Transport
+    from runpod_standin import StandIn, pod_let_in
 
     import dataclasses
 
@@ -232,23 +229,8 @@ def test_the_standin_pods_rsync_moves_at_the_runbooks_bandwidth(loopback_sshd, t
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     standin = StandIn(loopback_sshd, tmp_path / "pods", FAKE_SECRETS["RUNPOD_API_KEY"], life=life, time_scale=scale)
     try:
-        client = runpod.Client(FAKE_SECRETS["RUNPOD_API_KEY"], standin.url)
-        created = client.create_pod({"name": "fourloops-rsync-1", "image": "x@sha256:" + "0" * 64,
-                                     "gpu": {"id": "NVIDIA A40", "count": 1}, "cloud": "SECURE",
-                                     "env": {"PUBLIC_KEY": (tmp_path / "id_ed25519.pub").read_text().strip()}})
-        p = standin.pods[created["id"]]
-        transport = Transport(key, tmp_path / "known_hosts")
-        pod = Pod(p["id"], p["name"], dt.datetime.now(dt.timezone.utc))
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            ep = runpod.direct_ssh(client.get_pod(p["id"]))
-            if ep:
-                pod.host, pod.port, pod.user = ep
-                if transport.ssh(pod, "true", timeout=10).returncode == 0:
-                    break
-            time.sleep(0.1)
-        else:
-            raise AssertionError("the stand-in pod never let us in")
+        p, pod, transport = pod_let_in(standin, FAKE_SECRETS["RUNPOD_API_KEY"], "fourloops-rsync-1", key,
+                                       tmp_path / "known_hosts")
         src = tmp_path / "up"
         src.mkdir()
         (src / "blob.bin").write_bytes(os.urandom(14_000_000))
