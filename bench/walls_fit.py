@@ -100,30 +100,31 @@ DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12
             RESULTS / "gpu-run-h200-2026-12-02-run3")
 
 
-def _dag_config(rule: str, params: dict) -> tuple[str, str, str, dict] | None:
-    """(component, key, precision, configuration) of a DAG job's provenance params; None for a job on no card."""
+def _dag_config(rec: dict) -> tuple[str, str, str, dict] | None:
+    """(component, key, precision, configuration) of a DAG job's provenance record, by the model key its stage says
+    it measures (fourloops.stage.measured_key); the LoRA's instruction embeddings (no key: the generator's text
+    encoder alone) by their params; None for a job on no card."""
+    from fourloops.stage import measured_key
+
+    params = rec.get("params") or {}
     job = params.get("job") or {}
-    if rule in ("generate", "restyle"):
-        g = job["generator"]
-        return ("generator", f"generator/{g['backend']}/{g['precision']}/{g['size']}", g["precision"],
-                {"references": len(job.get("reference_azimuths") or [0]), "size": g["size"]})
-    if rule.startswith("keypoints"):
-        d = params["detector"]
-        return "detector", f"detector/rfdetr_keypoint_preview/fp32/{d['resolution']}", "fp32", {
-            "resolution": d["resolution"], "images_per_call": 1}
-    if rule == "grades":
-        return ("scorer", f"scorer/qwen3_vl_8b/{job['scorer']['precision']}", job["scorer"]["precision"],
-                {"question": "SC+PQ", "images": 2})
-    if rule == "lora_embeddings":
-        return ("text_encoder", f"text_encoder/{job['backend']}/{job['text_encoder_dtype']}", job["text_encoder_dtype"],
-                {"backend": job["backend"]})
-    if rule == "lora_train":
-        t = params["train"]
-        resident = "transformer+text_encoder" if t["text_encoder"] == "resident" else "transformer"
-        return ("lora_step", f"lora_step/{t['backend']}/{t['frozen_dtype']}/{resident}/{t['resolution']}",
-                t["frozen_dtype"], {"frozen_dtype": t["frozen_dtype"], "text_encoder": t["text_encoder"],
-                                    "resolution": t["resolution"], "rank": t["rank"]})
-    return None
+    key = measured_key(rec["rule"], rec)
+    if key is None:
+        if "text_encoder_dtype" not in job:
+            return None
+        dtype = job["text_encoder_dtype"]
+        return "text_encoder", f"text_encoder/{job['backend']}/{dtype}", dtype, {"backend": job["backend"]}
+    component, _, precision, *rest = key.split("/")
+    if component == "generator":
+        return component, key, precision, {"references": len(job.get("reference_azimuths") or [0]),
+                                           "size": int(rest[0])}
+    if component == "detector":
+        return component, key, precision, {"resolution": int(rest[0]), "images_per_call": 1}
+    if component == "scorer":
+        return component, key, precision, {"question": "SC+PQ", "images": 2}
+    t = params["train"]
+    return component, key, precision, {"frozen_dtype": t["frozen_dtype"], "text_encoder": t["text_encoder"],
+                                       "resolution": t["resolution"], "rank": t["rank"]}
 
 
 def dag_rows() -> list[dict]:
@@ -133,7 +134,7 @@ def dag_rows() -> list[dict]:
             rec = json.loads(path.read_text())
             if rec.get("nvml_peak_gib") is None or rec.get("peak_vram_gib") is None:
                 continue
-            found = _dag_config(rec["rule"], rec.get("params") or {})
+            found = _dag_config(rec)
             if found is None:
                 continue
             comp, key, precision, config = found
