@@ -71,6 +71,7 @@ all() {
   say "the sizing models${until:+ (builds only: the probes were carried)}, then a probe per component unless carried"
   python3 -m snakemake "${PROFILE[@]}" probe "${until[@]}" \
     || { say "sizing builds or probes failed: stop"; collect builds; touch "$RUN/done"; return 1; }
+  lora_probe
   heldout
   collect heldout
   [ -n "${GPU_RUN_SEEDS_LORA:-}" ] && cap24_refused
@@ -90,20 +91,33 @@ all() {
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used, chosen before the run (memory: few steps and items; each in its own process):
-  # another size and reference count (bf16 768, 1 and 3 references), the other precision at another size (nf4 1024),
-  # the scorer at nf4 with 768 px images, the detector at 2 and 16 images a call, LoRA steps at 640 px rank 32 and
-  # fp32-frozen at 384 px
+heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-02, fourth run; memory: few
+  # steps and items, each in its own process): the generator at a size never measured (bf16 896, 1 and 2 references),
+  # the other precision at another size and reference count (nf4 768, 3 references), the scorer at bf16 grading
+  # 1024 px images, the detector at 4 and 32 images a call, LoRA steps at 768 px rank 16 and fp32-frozen with the
+  # text encoder resident at 384 px
   say "held-out probes"
   local work=$RUN/heldout; mkdir -p "$work/models"
   for c in omnigen2 detector scorer; do ln -sfn "$REPO/sizing/models/sizing/$c" "$work/models/$c"; done
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-max-new-tokens 48)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 768 --items 1 --references 1 3 \
-    --omnigen2-precisions bf16 --scorer-precisions nf4 --no-detector --lora-steps
-  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --references 1 \
-    --omnigen2-precisions nf4 --scorer-precisions --no-detector --lora-steps
-  python3 bench/sizing_gpu.py "${common[@]}" --items 2 --omnigen2-precisions --scorer-precisions --detector-batches 2 16 \
-    --lora-steps bf16:precomputed:640:32 fp32:precomputed:384
+  python3 bench/sizing_gpu.py "${common[@]}" --size 896 --items 2 --references 1 2 \
+    --omnigen2-precisions bf16 --scorer-precisions --no-detector --lora-steps bf16:precomputed:768:16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 768 --items 1 --references 3 \
+    --omnigen2-precisions nf4 --scorer-precisions --no-detector --lora-steps fp32:resident:384
+  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --omnigen2-precisions --scorer-precisions bf16 \
+    --no-detector --lora-steps
+  python3 bench/sizing_gpu.py "${common[@]}" --items 2 --omnigen2-precisions --scorer-precisions --detector-batches 4 32 \
+    --lora-steps
+}
+
+lora_probe() {  # the LoRA step at the run's own settings (bf16 frozen, embeddings precomputed, 512 px, rank 8), timed
+  # on this machine beside the probe rule's records, so that the plan forecasts lora_train from a probe (the probe
+  # rule has no LoRA job: bench/sizing_gpu.py measures it through fourloops.lora.train, the job's own code)
+  say "lora step probe (the run's LoRA settings) into sizing/results/probe/h200"
+  local work=$RUN/lora_probe; mkdir -p "$work/models"
+  ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
+  python3 bench/sizing_gpu.py --work "$work" --out "$REPO/sizing/results/probe/h200" --timeout 300 --items 4 \
+    --omnigen2-precisions --scorer-precisions --no-detector --lora-steps bf16:precomputed:512:8
 }
 
 cap24_refused() {  # the seeds' LoRA setup: the desk's walls refuse it; run capped on this card, it must fail
@@ -118,23 +132,28 @@ cap24_refused() {  # the seeds' LoRA setup: the desk's walls refuse it; run capp
   rm -rf sizing/results/lora/camera.safetensors sizing/results/lora/.camera*
 }
 
-qwen_image() {  # Qwen-Image-Edit-Plus (54 GiB on disk: built before the others): nf4 uncapped (its peak RSS, anonymous
-  # and file-backed, is the RAM wall's question), then bf16 under the 24 GiB cap (the desk's walls refuse it: it must fail)
-  say "qwen_image_edit_plus: nf4 (peak RSS), then bf16 under a 24 GiB cap"
+qwen_image() {  # Qwen-Image-Edit-Plus (54 GiB on disk: built before the others), NF4 under the 24 GiB cap: at 512 px
+  # (the desk's walls admit it: it must complete) and at 768 px (a size no record measured; the walls' verdict is in
+  # plan-qwen.txt, made here before it runs). The third run measured NF4 uncapped and bf16 capped.
+  say "qwen_image_edit_plus: nf4 under a 24 GiB cap, 512 then 768 px"
   local work=$RUN/qwen; mkdir -p "$work/models"
-  python3 bench/sizing_gpu.py --work "$work" --out "$RUN/qwen/records" --omnigen2-precisions --scorer-precisions \
-    --no-detector --qwen-image-edit --only generator-qwen_image_edit_plus-nf4 --steps 4 --items 1 --references 1 \
-    --timeout 420
-  FOURLOOPS_VRAM_CAP_GIB=24 python3 bench/sizing_gpu.py --work "$work" --out "$RUN/qwen/records" \
-    --omnigen2-precisions --scorer-precisions --no-detector --qwen-image-edit --only generator-qwen_image_edit_plus-bf16 \
-    --steps 4 --items 1 --references 1 --timeout 240
+  local size; for size in 512 768; do
+    python3 -c "import sys, yaml; sys.path.insert(0, 'src'); from fourloops import asks
+f = asks.load_facts('config/models.yaml')
+a = asks.generator_ask(f, {'backend': 'qwen_image_edit_plus', 'precision': 'nf4', 'size': $size, 'device': 'cuda'})
+print('qwen_image_edit_plus nf4 $size px: VRAM asked', round(a.vram.value, 3), 'GiB:', a.vram.source)" >> "$RUN/qwen/plan-qwen.txt" 2>&1
+    FOURLOOPS_VRAM_CAP_GIB=24 python3 bench/sizing_gpu.py --work "$work" --out "$RUN/qwen/records/$size" \
+      --omnigen2-precisions --scorer-precisions --no-detector --qwen-image-edit --only generator-qwen_image_edit_plus-nf4 \
+      --size "$size" --steps 4 --items 1 --references 1 --timeout 300
+  done
+  cat "$RUN/qwen/plan-qwen.txt"
 }
 
 collect() {  # what comes back: records, logs, benchmarks, tables (no images, no models)
   local name=$1
   say "collect $name"
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d plan-before*.json heldout/records qwen/records qwen/rss.txt cap24-* 2>/dev/null) 2>/dev/null
+    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d plan-before*.json heldout/records qwen/records qwen/plan-qwen.txt cap24-* 2>/dev/null) 2>/dev/null
   ls -la "$RUN"/*.tar.gz
 }
 

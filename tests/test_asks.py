@@ -289,11 +289,12 @@ def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_proce
     prov.write_text(json.dumps({"rule": "probe_model", "wall_seconds": 30.0, "wildcards": {},
                                 "outputs": [{"path": "results/probe/h200/detector.json", "bytes": 1, "sha256": "0"}]}))
     once, per, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200", images_per_call=4)
-    # load 10 + warm-up of the process's first configuration 4 - 1 + the rest of its 30 s: 30 - 10 - 11.5 = 8.5
-    assert (once, per) == (10.0 + 3.0 + 8.5, 3.0) and "warm-up 3 s + process 8.5 s" in source
+    # load 10 + the smallest first-item excess (3.5 - 3, not the first configuration's 4 - 1) + the rest of its
+    # 30 s: 30 - 10 - 11.5 = 8.5
+    assert (once, per) == (10.0 + 0.5 + 8.5, 3.0) and "warm-up 0.5 s + process 8.5 s" in source
     prov.unlink()  # without the probe job's record: no process term, and no guess for it
     once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
-    assert once == 13.0 and "process" not in source
+    assert once == 10.5 and "process" not in source
 
 
 def test_the_committed_forecast_table_regenerates_and_the_readme_quotes_it():

@@ -148,6 +148,21 @@ def test_the_scorer_asks_its_measured_weights_and_the_grading_prompt_through_the
     assert smoke.vram.value == 0.0 and smoke.devices == ()
 
 
+def test_the_scorers_estimate_grows_with_the_graded_images_visual_tokens():
+    # Qwen3-VL: one visual token per 32 x 32 pixels (patch 16, merge 2); the SC prompt's two images at 768 px are
+    # 2 x (24^2 - 16^2) = 640 tokens more than at 512, 2750 in all
+    model = FACTS["models"]["qwen3_vl_8b"]
+    scorer = real_params(precision="nf4")["job"]["scorer"]
+    at = {size: asks.scorer_ask(FACTS, {**scorer, "image_size": size}) for size in (512, 768)}
+    reserve, per_act, _ = asks.overhead(FACTS, "scorer")
+    grown = 640 * model["activations_gib_per_prompt_token"] * (1 + reserve + per_act)
+    assert at[768].vram.value - at[512].vram.value == pytest.approx(grown)
+    assert "2750 prompt tokens (768 px images)" in at[768].vram.source
+    # the H200's NF4 process grading 768 px images (2026-12-02, third run): the ask is above what the driver saw
+    seen = json.loads((REPO / "bench/results/gpu-run-h200-2026-12-02-run3/heldout/scorer-qwen3_vl_8b-nf4.json").read_text())
+    assert seen["resolution"] == 768 and at[768].vram.value >= seen["peak_nvml_process_gib"]
+
+
 # ----------------------------------------------------------------------------- the gate
 def test_an_nf4_grade_table_is_refused_as_a_corpus_unless_allowed_and_then_its_manifest_says_nf4(tmp_path):
     from test_gate import Work, corpus, rules_broken

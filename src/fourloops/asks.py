@@ -225,8 +225,10 @@ class Measurements:
             if not confs:
                 continue
             load = float(rec.get("load_seconds") or 0.0)
-            first = timed[0]
-            warm = max(0.0, float(first.get("first_item_seconds") or 0.0) - float(first["seconds_per_item"]))
+            # the warm-up every first pass pays: the smallest first-item excess over the steady item among the
+            # probe's configurations (its first configuration's also held one-off costs of the probe process: the
+            # H200 run of 2026-12-02 saw 11.9 s there and 2.3-2.8 s on the DAG's first views)
+            warm = max(0.0, min(float(c.get("first_item_seconds") or 0.0) - float(c["seconds_per_item"]) for c in timed))
             items = sum(float(i["seconds"]) for c in timed for i in c.get("items") or [] if i.get("seconds") is not None)
             wall = rec.get("job_wall_seconds")
             process = max(0.0, float(wall) - load - items) if wall is not None else 0.0
@@ -405,6 +407,12 @@ def scorer_ask(
     def estimate() -> Figure:
         tokens, per_token = model.get("prompt_tokens"), model.get("activations_gib_per_prompt_token")
         if tokens and per_token is not None:  # the pass at the grading prompt's length, over the loaded weights
+            # the prompt was measured with its images at prompt_image_size; each image is one visual token per
+            # pixels_per_visual_token^2 pixels (patch x spatial merge), so larger images lengthen the prompt
+            size, at = int(scorer.get("image_size", 512)), int(model.get("prompt_image_size", 512))
+            per_px = int(model.get("pixels_per_visual_token", 32))
+            extra = int(model.get("prompt_images", 2)) * ((size // per_px) ** 2 - (at // per_px) ** 2)
+            tokens = int(tokens) + extra
             rows = [r for r in model.get("measured") or [] if r.get("mode") == "weights"
                     and r.get("precision") == precision and not r.get("resident")]
             if rows:
@@ -414,7 +422,8 @@ def scorer_ask(
                 gib = estimate_vram_gib(facts, name, mode="weights", precision=precision)[0]
                 weights = Figure(gib, f"estimate: weights ({precision}) {gib:.2f}")
             return Figure(weights.value + tokens * per_token,
-                          f"{weights.source} + {tokens} prompt tokens x {per_token:g} GiB (models.yaml)")
+                          f"{weights.source} + {tokens} prompt tokens ({size} px images) x {per_token:g} GiB "
+                          f"(models.yaml)")
         row = seed_row(facts, name, precision=precision, resolution=512)
         if row is not None:
             return row
