@@ -79,11 +79,14 @@ def rows(run_dir: Path) -> list[dict]:
 
 
 def probe_rows(run_dir: Path) -> list[dict]:
-    """Qwen-Image-Edit's probes (bench/gpu_run.sh qwen_image): the desk walls' verdict now on a generate job of
-    that configuration, against what its process did (under the cap, or not capped at all)."""
+    """Qwen-Image-Edit's probes (bench/gpu_run.sh qwen_image): the desk walls' verdict on a generate job of that
+    configuration, against what its process did (under the cap, or not capped at all). The verdict is the one asked
+    before the run where the run recorded it (plan-qwen.txt: the facts of its commit, models-before.yaml), else
+    today's facts' (the third run asked none before)."""
     from fourloops import asks, machines, walls
 
-    facts = asks.load_facts(REPO / "config" / "models.yaml")
+    before = run_dir / "models-before.yaml"
+    facts = asks.load_facts(before if (run_dir / "qwen" / "plan-qwen.txt").exists() else REPO / "config" / "models.yaml")
     desk = machines.load(REPO / "config" / "machines.yaml")
     out = []
     for path in sorted((run_dir / "qwen").glob("generator-*.json")):
@@ -97,7 +100,7 @@ def probe_rows(run_dir: Path) -> list[dict]:
         outcome = ("ran without the cap" if not capped else "completed" if not error else
                    "out of memory" if "OutOfMemoryError" in error else "failed (not memory)")
         conf = (rec.get("configurations") or [{}])[0]
-        out.append({"rule": "generate (probe)", "job": f"{settings['backend']} {settings['precision']}",
+        out.append({"rule": "generate (probe)", "job": f"{settings['backend']} {settings['precision']} {settings['size']}",
                     "desk walls": "admitted" if not refused else "refused (" + ", ".join(r.wall for r in refused) + ")",
                     "asked GiB": round(ask.vram.value, 3), "cap GiB": _allowed(error) or (rec.get("vram_cap") or {}).get("vram_cap_gib"),
                     "under the cap": outcome, "NVML peak GiB": conf.get("nvml_process_gib"),

@@ -61,6 +61,8 @@ all() {
     || { say "wheel install failed"; touch "$RUN/done"; return 1; }
   python3 -c 'import torch, snakemake, transformers, diffusers, bitsandbytes, omnigen2, onnxoptimizer; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   git_ready && say "code $(git rev-parse HEAD) dirty=$(git status --porcelain --untracked-files=no | wc -l)" || say "no git"
+  # what this run carried from an earlier one (bench/gpu_table.py and bench/walls_fit.py leave them to that run)
+  (cd "$REPO" && ls sizing/results/probe/*/*.json sizing/results/provenance/probe/*.json 2>/dev/null) > "$RUN/carried.txt"
   # probes carried from an earlier session on this kind of machine (sizing/results/probe/h200 with their provenance)
   # are kept: this run's seconds then judge a forecast made before them; without them, probe here first.
   # Qwen-Image-Edit first: its 54 GiB sizing build and the others' do not fit the disk together
@@ -153,7 +155,7 @@ collect() {  # what comes back: records, logs, benchmarks, tables (no images, no
   local name=$1
   say "collect $name"
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d plan-before*.json heldout/records qwen/records qwen/plan-qwen.txt cap24-* 2>/dev/null) 2>/dev/null
+    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d carried.txt plan-before*.json heldout/records qwen/records qwen/plan-qwen.txt cap24-* 2>/dev/null) 2>/dev/null
   ls -la "$RUN"/*.tar.gz
 }
 

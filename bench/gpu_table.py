@@ -69,8 +69,17 @@ def _cell(v) -> str:
     return f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
+def carried(run_dir: Path) -> set[str]:
+    """The files the run carried from an earlier one (its carried.txt, written by bench/gpu_run.sh before any job):
+    the earlier run's records, tabled with that run."""
+    listed = run_dir / "carried.txt"
+    return set(listed.read_text().split()) if listed.exists() else set()
+
+
 def table(run_dir: Path) -> str:
-    records = [json.loads(p.read_text()) for p in sorted(run_dir.rglob("provenance/**/*.json"))]
+    skip = carried(run_dir)
+    records = [json.loads(p.read_text()) for p in sorted(run_dir.rglob("provenance/**/*.json"))
+               if p.relative_to(run_dir).as_posix() not in skip]
     plan_path = run_dir / "plan-before.json"
     plan = json.loads(plan_path.read_text()) if plan_path.exists() else None
     body = rows(records, plan)
@@ -78,7 +87,8 @@ def table(run_dir: Path) -> str:
     shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else run_dir
     lines = [f"# Every GPU job of the run in {run_dir.name}", "",
              f"Made by `.venv/bin/python bench/gpu_table.py {shown.as_posix()} --write` from its provenance records"
-             " and the plan made before the run.", "",
+             " and the plan made before the run." + (f" Left out: {len(skip)} files the run carried from an earlier "
+                                                     "one (carried.txt)." if skip else ""), "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_cell(r[c]) for c in COLUMNS) + " |" for r in body]
     below = [r for r in body if r["asked/NVML"] is not None and r["asked/NVML"] < 1]

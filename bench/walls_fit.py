@@ -16,15 +16,17 @@ activations_reserve) = the smallest linear envelope (least total slack, scipy's 
 reserved - allocated (NVML - allocated - context where a record has no pool figure), each rounded up (a wall errs
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
-Held out: the third run's probes (HELDOUT), chosen before it, against the facts the run was asked with
-(MODELS_BEFORE: config/models.yaml at commit cc2b805, fitted on the probes of the two runs before; the DAG jobs'
-provenance was not read by that fit, which is why two of that run's DAG jobs were asked below the driver).
+Held out (HELDOUT_RUNS): each of the third and fourth runs' probes, chosen before it, against the facts that run was
+asked with (its models-before.yaml: config/models.yaml at cc2b805, fitted on the probes of the two runs before, whose
+fit had not read the DAG jobs' provenance, which is why two of the third run's DAG jobs were asked below the driver;
+and at 9243add, fitted on every record of the three runs before the fourth).
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import math
@@ -84,20 +86,31 @@ def rows() -> list[dict]:
         r["kind"] = kind_of(r["component"], r["precision"])
         r["sample"] = "in-sample"
     detectors = {r["key"] for r in out if r["component"] == "detector"}
-    return out + probe_rows(FITTED_PROBES + HELDOUT, fitted_detectors=detectors) + dag_rows()
+    held = tuple(f for run in HELDOUT_RUNS for f in run["folders"])
+    return out + probe_rows(FITTED_PROBES + held, fitted_detectors=detectors) + dag_rows()
 
 
-def rows_before_run3() -> list[dict]:
-    """The records the facts the third run was asked with were fitted on (MODELS_BEFORE): the probes of the runs
-    before it, not the DAG jobs' provenance."""
-    held = {r["record"] for r in probe_rows(HELDOUT)}
-    dag = {r["record"] for r in dag_rows()}
-    return [r for r in rows() if r["record"] not in held | dag]
+def rows_before(run: dict) -> list[dict]:
+    """The records the facts `run` was asked with (its models_before) were fitted on: for the third run, the probes
+    of the runs before it (not the DAG jobs' provenance); for the fourth, every record of the runs before it."""
+    later = tuple(str(h["run"].relative_to(REPO)) + "/" for h in HELDOUT_RUNS[HELDOUT_RUNS.index(run):])
+    out = [r for r in rows() if not r["record"].startswith(later)]
+    if run["name"] == "third":
+        dag = {r["record"] for r in dag_rows()}
+        out = [r for r in out if r["record"] not in dag]
+    return out
 
 
 # Every GPU job's provenance in the whole-DAG runs: (rule -> component) and what its params say of its configuration.
 DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12-02-cap24",
-            RESULTS / "gpu-run-h200-2026-12-02-run3")
+            RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4")
+
+
+def carried(run: Path) -> set[str]:
+    """The files a run carried from an earlier one (its carried.txt, paths under the run's folder): their records
+    belong to the run that made them, and are read there."""
+    listed = run / "carried.txt"
+    return set(listed.read_text().split()) if listed.exists() else set()
 
 
 def _dag_config(rec: dict) -> tuple[str, str, str, dict] | None:
@@ -130,7 +143,10 @@ def _dag_config(rec: dict) -> tuple[str, str, str, dict] | None:
 def dag_rows() -> list[dict]:
     out = []
     for run in DAG_RUNS:
+        skip = carried(run)
         for path in sorted((run / "sizing" / "results" / "provenance").rglob("*.json")):
+            if path.relative_to(run).as_posix() in skip:
+                continue
             rec = json.loads(path.read_text())
             if rec.get("nvml_peak_gib") is None or rec.get("peak_vram_gib") is None:
                 continue
@@ -188,7 +204,9 @@ def weights_of(row: dict, facts: dict | None = None) -> float:
     return asks.weights_gib(facts, "omnigen2", c["frozen_dtype"], ["transformer"]) + te
 
 
+@functools.lru_cache(maxsize=None)
 def _facts(path: Path = REPO / "config" / "models.yaml") -> dict:
+    """A models file's facts, read and checked once a process (every row's weights and ask read them)."""
     from fourloops import asks
 
     return asks.load_facts(path)
@@ -221,8 +239,7 @@ def fit(all_rows: list[dict]) -> dict:
 
 # The sizing builds (rule sizing_model) make random weights on the card: their ask knows only the weights, so the
 # whole of what the driver saw over them is one reserve of the weights (the build's transients included).
-BUILD_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12-02-cap24",
-              RESULTS / "gpu-run-h200-2026-12-02-run3")
+BUILD_RUNS = DAG_RUNS
 
 
 def build_rows() -> list[dict]:
@@ -278,10 +295,25 @@ def fit_scorer(srows: list[dict]) -> float:
 
 # Probes of configurations, each in its own process (bench/gpu_run.sh heldout): the first two runs' are in-sample
 # (the third run's model form was chosen after seeing them); the third run's were chosen before it and are held out.
+# The fourth run's LoRA step at the run's own settings (bench/gpu_run.sh lora_probe) sits beside the probe rule's
+# records, which that run carried from the second (carried.txt): only the LoRA step is the fourth run's.
 FITTED_PROBES = (RESULTS / "gpu-run-h200-2026-12-02" / "heldout",
                  RESULTS / "gpu-run-h200-2026-12-02-cap24" / "heldout" / "records")
-HELDOUT = (RESULTS / "gpu-run-h200-2026-12-02-run3" / "heldout", RESULTS / "gpu-run-h200-2026-12-02-run3" / "qwen")
-MODELS_BEFORE = RESULTS / "gpu-run-h200-2026-12-02-run3" / "models-before.yaml"
+_RUN3, _RUN4 = RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4"
+# Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
+# config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
+# those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
+HELDOUT_RUNS = (
+    {"name": "third", "run": _RUN3, "commit": "cc2b805", "folders": (_RUN3 / "heldout", _RUN3 / "qwen"),
+     "models_before": _RUN3 / "models-before.yaml",
+     "before": "its overheads fitted on the probes of the two runs before, its activations as they were"},
+    {"name": "fourth", "run": _RUN4, "commit": "9243add",
+     "folders": (_RUN4 / "heldout", _RUN4 / "qwen", _RUN4 / "sizing" / "results" / "probe" / "h200"),
+     "models_before": _RUN4 / "models-before.yaml",
+     "before": "fitted on every record of the three runs before it (probes and DAG jobs), in-sample there"},
+)
+HELDOUT = HELDOUT_RUNS[0]["folders"]
+MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]
 
 
 def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str = "in-sample") -> list[dict]:
@@ -289,7 +321,11 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
     a detector configuration at one image a call whose key is in `fitted_detectors` is that record again."""
     out = []
     for folder in folders:
+        run = next((p for p in folder.parents if p.name.startswith("gpu-run-")), None)
+        skip = carried(run) if run is not None else set()
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+            if run is not None and path.relative_to(run).as_posix() in skip:
+                continue
             rec = json.loads(path.read_text())
             if "configurations" not in rec:
                 continue  # a probe that failed (its error is in the record)
@@ -309,7 +345,8 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
                               "rank": int(m.group(1)) if (m := re.search(r"-r(\d+)$", rec["bench_configuration"]))
                               else 8}  # sizing_gpu.py names a rank other than the default (8) "-r<rank>"
                 else:
-                    config = {"question": c["question"], "images": c["images"]}
+                    config = {"question": c["question"], "images": c["images"],
+                              "image_size": int(c.get("resolution") or 512)}
                 out.append({"record": str(path.relative_to(REPO)), "component": comp, "key": rec["key"],
                             "precision": precision, "config": config, "allocated": c["peak_vram_gib"],
                             "reserved": c.get("peak_reserved_gib"), "nvml": c["nvml_process_gib"],
@@ -318,10 +355,21 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
     return out
 
 
-def heldout_rows() -> list[dict]:
-    """The third run's probes: configurations no fit before it used (a detector at one image a call would be the
-    fitted one again)."""
-    return probe_rows(HELDOUT, fitted_detectors={"detector/rfdetr_keypoint_preview/fp32/576"}, sample="held out")
+def _conf_id(r: dict) -> tuple:
+    return r["key"], json.dumps({k: v for k, v in r["config"].items() if k != "image_size" or r["component"] != "scorer"
+                                 or v != 512}, sort_keys=True)
+
+
+def heldout_rows(run: dict | None = None) -> list[dict]:
+    """A run's probes of configurations no fit before it used (the third run's by default): a detector at one image
+    a call, or a configuration measured by an earlier run (the fourth run's Qwen-Image-Edit NF4 at 512 px, run
+    again under the cap), would be a fitted one again."""
+    run = run or HELDOUT_RUNS[0]
+    got = probe_rows(run["folders"], fitted_detectors={"detector/rfdetr_keypoint_preview/fp32/576"}, sample="held out")
+    if run["name"] == "third":
+        return got
+    seen = {_conf_id(r) for r in rows_before(run)}
+    return [r for r in got if _conf_id(r) not in seen]
 
 
 def asked_gib(row: dict, facts: dict | None = None) -> tuple[float, str]:
@@ -347,8 +395,8 @@ def asked(row: dict, facts: dict | None = None):
         a = asks.detector_ask(facts, {"resolution": c["resolution"], "device": "cuda"},
                               batch=int(c.get("images_per_call", 1)))
     elif row["component"] == "scorer":
-        a = asks.scorer_ask(facts, {"precision": row["precision"], "device": "cuda"},
-                            n_views=int(c.get("images", 1)))
+        a = asks.scorer_ask(facts, {"precision": row["precision"], "device": "cuda",
+                                    "image_size": int(c.get("image_size", 512))}, n_views=int(c.get("images", 1)))
     else:
         job = {"backend": "omnigen2", "frozen_dtype": c["frozen_dtype"], "text_encoder": c["text_encoder"],
                "resolution": c["resolution"], "device": "cuda", "accumulation": 8, "steps": 1,
@@ -413,26 +461,28 @@ def table() -> str:
     lines += ["", f"- in-sample records: {len(all_rows)}, model/NVML - 1 from {min(e_in):+.1%} to {max(e_in):+.1%}; "
               f"wall ask/NVML - 1 from {min(a_in):+.1%} to {max(a_in):+.1%}; ask below the driver: "
               f"{sum(e < 0 for e in a_in)}"]
-    hrows = heldout_rows()
-    before = _facts(MODELS_BEFORE)
-    _annotate(hrows, before["process_overhead"], before)
-    lines += ["", "## Held out: the third run's probes of configurations no fit before it used", "",
-              "Each row is one configuration of a probe record under " + ", ".join(
-                  f"`{h.relative_to(REPO).as_posix()}`" for h in HELDOUT) + " (bench/gpu_run.sh `heldout` and "
-              "`qwen_image`), chosen and committed before that run, judged by the facts the run was asked with "
-              f"(`{MODELS_BEFORE.relative_to(REPO).as_posix()}`, config/models.yaml at commit cc2b805: its overheads "
-              "fitted on the probes of the two runs before, its activations as they were). The fit above reads them "
-              "now; these figures are the model's out-of-sample error.", ""]
-    if hrows:
-        lines += [head.format(""), "|---|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [_row_line(r, False) for r in hrows]
-        e_model = [r["model"] / r["nvml"] - 1 for r in hrows]
-        e_ask = [r["ask"] / r["nvml"] - 1 for r in hrows]
-        lines += ["", f"- held-out configurations: {len(hrows)}, wall ask/NVML - 1 from {min(e_ask):+.1%} to "
-                  f"{max(e_ask):+.1%}; below the driver: {sum(e < 0 for e in e_ask)}; over +10%: "
-                  f"{sum(e > 0.10 for e in e_ask)}; model/NVML - 1 from {min(e_model):+.1%} to {max(e_model):+.1%}"]
-    else:
-        lines.append("- held-out configurations: none recorded yet")
+    for run in HELDOUT_RUNS:
+        hrows = heldout_rows(run)
+        before = _facts(run["models_before"])
+        _annotate(hrows, before["process_overhead"], before)
+        lines += ["", f"## Held out: the {run['name']} run's probes of configurations no fit before it used", "",
+                  "Each row is one configuration of a probe record under " + ", ".join(
+                      f"`{h.relative_to(REPO).as_posix()}`" for h in run["folders"]) + " (bench/gpu_run.sh), chosen "
+                  "and committed before that run, judged by the facts the run was asked with "
+                  f"(`{run['models_before'].relative_to(REPO).as_posix()}`, config/models.yaml at commit "
+                  f"{run['commit']}: {run['before']}). The fit above reads them now; these figures are the model's "
+                  "out-of-sample error.", ""]
+        if hrows:
+            lines += [head.format(""), "|---|---|---|---|---|---|---|---|---|---|---|"]
+            lines += [_row_line(r, False) for r in hrows]
+            e_model = [r["model"] / r["nvml"] - 1 for r in hrows]
+            e_ask = [r["ask"] / r["nvml"] - 1 for r in hrows]
+            lines += ["", f"- held-out configurations ({run['name']} run): {len(hrows)}, wall ask/NVML - 1 from "
+                      f"{min(e_ask):+.1%} to {max(e_ask):+.1%}; below the driver: {sum(e < 0 for e in e_ask)}; over "
+                      f"+10%: {sum(e > 0.10 for e in e_ask)}; model/NVML - 1 from {min(e_model):+.1%} to "
+                      f"{max(e_model):+.1%}"]
+        else:
+            lines.append("- held-out configurations: none recorded yet")
     lines += ["", "## RAM: each record's peak resident memory against the RAM wall's ask", "",
               "The ask (fourloops.asks, config/models.yaml): the largest component mapped in bf16 + the host process + "
               "any component cast in host memory. Its form was chosen after Qwen-Image-Edit's NF4 load of the third "

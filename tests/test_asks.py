@@ -154,22 +154,27 @@ def test_models_yaml_holds_the_overheads_and_per_token_figure_the_records_give(w
 def test_no_wall_ask_is_below_what_the_driver_saw_in_any_committed_gpu_record(walls_fit):
     rows = walls_fit.rows()
     assert len(rows) >= 20 and {r["kind"] for r in rows} == set(walls_fit.KINDS)
-    for row in rows + walls_fit.heldout_rows():
+    for row in rows + [h for run in walls_fit.HELDOUT_RUNS for h in walls_fit.heldout_rows(run)]:
         ask, source = walls_fit.asked_gib(row)
         assert ask >= row["nvml"], (row["record"], row["key"], ask, row["nvml"], source)
 
 
-def test_the_held_out_probes_are_judged_by_facts_fitted_without_them_and_each_is_in_the_table(walls_fit):
-    before = asks.load_facts(walls_fit.MODELS_BEFORE)["process_overhead"]
-    fitted_rows = walls_fit.rows_before_run3()
+@pytest.mark.parametrize("name", ["third", "fourth"])
+def test_the_held_out_probes_are_judged_by_facts_fitted_without_them_and_each_is_in_the_table(walls_fit, name):
+    # each GPU run's held-out probes: the facts it was asked with (models-before.yaml, its commit's models.yaml)
+    # are what the fit gives from the records before it alone, and none of its probes is one of those
+    run = next(r for r in walls_fit.HELDOUT_RUNS if r["name"] == name)
+    before = asks.load_facts(run["models_before"])["process_overhead"]
+    fitted_rows = walls_fit.rows_before(run)
     for r in fitted_rows:
         r["weights"] = walls_fit.weights_of(r)
     refit = walls_fit.fit(fitted_rows)
     keys = ("allocator_reserve", "activations_reserve", "cuda_context_gib")
     assert {k: {x: refit[k][x] for x in keys} for k in refit} == {k: before[k] for k in refit}
-    held = walls_fit.heldout_rows()
-    assert len(held) >= 10 and not {r["record"] for r in fitted_rows} & {r["record"] for r in held}
-    table = walls_fit.TABLE.read_text().split("## Held out", 1)[1]
+    held = walls_fit.heldout_rows(run)
+    assert len(held) >= 9 and not {r["record"] for r in fitted_rows} & {r["record"] for r in held}
+    assert not {walls_fit._conf_id(r) for r in fitted_rows} & {walls_fit._conf_id(r) for r in held}
+    table = walls_fit.TABLE.read_text().split(f"## Held out: the {name} run", 1)[1].split("\n## ", 1)[0]
     assert all(walls_fit._label(r["record"]) in table for r in held)
 
 
@@ -182,10 +187,9 @@ def test_no_committed_gpu_record_held_more_host_memory_than_its_ram_ask(walls_fi
 
 
 def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_fit):
-    held = walls_fit.TABLE.read_text().split("## Held out", 1)[1].split("\n## ", 1)[0]
-    quoted = [line[2:] for line in held.splitlines() if line.startswith("- held-out configurations")]
+    quoted = [line[2:] for line in walls_fit.TABLE.read_text().splitlines() if line.startswith("- held-out configurations")]
     readme = " ".join((REPO / "README.md").read_text().split())
-    assert len(quoted) == 1 and all(q in readme for q in quoted), quoted
+    assert len(quoted) == len(walls_fit.HELDOUT_RUNS) and all(q in readme for q in quoted), quoted
 
 
 def test_the_gpu_run_table_puts_each_jobs_ask_beside_what_the_driver_saw_and_flags_any_below(tmp_path, gpu_table):
@@ -220,13 +224,14 @@ def gpu_table():
 
 CAP24_RUN = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-cap24"
 RUN3 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run3"
+RUN4 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run4"
 
 
 def _quoted_summary(text: str) -> list[str]:
     return [line[2:] for line in text.split("## Summary\n", 1)[1].splitlines() if line.startswith("- ")]
 
 
-@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4], ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)
     assert text == (run / "table.md").read_text()
@@ -235,7 +240,7 @@ def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme
     assert len(quoted) == 4 and all(q in readme for q in quoted), [q for q in quoted if q not in readme]
 
 
-@pytest.mark.parametrize("run", [CAP24_RUN, RUN3], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4], ids=lambda p: p.name)
 def test_the_committed_24_gib_matrix_regenerates_from_its_records_and_the_readme_quotes_it(run):
     cap24 = _bench("cap24_matrix")
     text = cap24.matrix(run)

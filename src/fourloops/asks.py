@@ -409,10 +409,11 @@ def scorer_ask(
         if tokens and per_token is not None:  # the pass at the grading prompt's length, over the loaded weights
             # the prompt was measured with its images at prompt_image_size; each image is one visual token per
             # pixels_per_visual_token^2 pixels (patch x spatial merge), so larger images lengthen the prompt
-            size, at = int(scorer.get("image_size", 512)), int(model.get("prompt_image_size", 512))
-            per_px = int(model.get("pixels_per_visual_token", 32))
-            extra = int(model.get("prompt_images", 2)) * ((size // per_px) ** 2 - (at // per_px) ** 2)
-            tokens = int(tokens) + extra
+            size, per_px = int(scorer.get("image_size", 512)), model.get("pixels_per_visual_token")
+            if per_px:  # facts without it count the prompt as measured, whatever the images' size
+                at = int(model.get("prompt_image_size", 512))
+                tokens = int(tokens) + int(model.get("prompt_images", 2)) * ((size // int(per_px)) ** 2
+                                                                             - (at // int(per_px)) ** 2)
             rows = [r for r in model.get("measured") or [] if r.get("mode") == "weights"
                     and r.get("precision") == precision and not r.get("resident")]
             if rows:
