@@ -121,16 +121,26 @@ class Workflow:
             if self._products is None:
                 from snakemake.common.prefix_lookup import PrefixLookup
 
-                # every product (output, log, benchmark) of every rule with outputs by its constant prefix, as
-                # Snakemake's OutputIndex keeps them, but per pattern: a path is matched only against the patterns
-                # whose constant prefix and suffix it has, the only ones that can match it
-                self._products = PrefixLookup([
-                    (str(o.constant_prefix()), (rule, str(o.constant_suffix()), i, o))
-                    for rule in self.wf.rules if rule.output for i, o in enumerate(rule.products())])
+                # every product (output, log, benchmark) of every rule with outputs, by its constant prefix and
+                # then its constant suffix, as Snakemake's OutputIndex keeps them, but per pattern: a path is
+                # matched only against the patterns whose constant prefix and suffix it has, the only ones that
+                # can match it; one entry per prefix, so the lookup yields a few groups, not every pattern
+                groups: dict[str, dict[str, list]] = {}
+                for rule in self.wf.rules:
+                    if rule.output:
+                        for i, o in enumerate(rule.products()):
+                            groups.setdefault(str(o.constant_prefix()), {}).setdefault(
+                                str(o.constant_suffix()), []).append((rule, i, o))
+                self._products = PrefixLookup([(prefix, (sorted({len(s) for s in by_suffix}), by_suffix))
+                                               for prefix, by_suffix in groups.items()])
             matched: dict = {}  # rule -> [(index of the pattern in rule.products(), its wildcards)]
-            for _, (rule, suffix, i, o) in self._products.match_iter(path):
-                if path.endswith(suffix) and (m := o.match(path)):
-                    matched.setdefault(rule, []).append((i, m.groupdict()))
+            for _, (lengths, by_suffix) in self._products.match_iter(path):
+                for n in lengths:
+                    if n > len(path):
+                        break
+                    for rule, i, o in by_suffix.get(path[len(path) - n:], ()):
+                        if m := o.match(path):
+                            matched.setdefault(rule, []).append((i, m.groupdict()))
             found = []
             for rule, matches in matched.items():
                 # Rule.get_wildcards on those patterns: the first match with the shortest wildcard values
