@@ -9,7 +9,7 @@ targets too) and azimuths (more files per job), all on the smoke profile.
 Bare Snakemake runs a Snakefile made from fourloops' own cold dry-run: the same jobs with the same number
 of input, output, log and benchmark files, the same edges between them, each job a `touch`, under the same
 profiles. So the difference is what fourloops adds: its imports, config checks, stage registry, lineage,
-the output check before the DAG and the jobs' asks.
+the output check on the DAG's jobs and the jobs' asks.
 - cold: a fresh, empty working directory for every run;
 - warm: after a complete run (fourloops: the smoke run, so every output is checked against its provenance
   record; bare: its touch run). Those directories are built once under --warm-dir and reused.
@@ -22,7 +22,7 @@ machine they agree, and under other work's load the CPU ratio is the steadier on
 
 Phases: one more `snakemake -n` and one `fourloops plan` per size and state, in a child process that times
 fourloops' parse-time functions (config: the config, models and machines checks; registry: the stage
-declarations; lineage; records: the provenance records read; output check: the walk of the requested DAG
+declarations; lineage; records: the provenance records read; output check: the DAG's files
 and the sha256 check; walls: the asks, resources and wall check).
 """
 
@@ -73,7 +73,8 @@ PHASES = {
     "lineage": [("fourloops.smk", "Workflow.lineage")],
     "records": [("fourloops.records", "index"), ("fourloops.asks", "Measurements.load")],
     "output check": [("fourloops.smk", "Workflow.unknown_target"), ("fourloops.smk", "Workflow.requested_paths"),
-                     ("fourloops.verify", "check"), ("fourloops.keep", "recover")],
+                     ("fourloops.smk", "Workflow.force_mismatched"), ("fourloops.verify", "check"),
+                     ("fourloops.keep", "recover")],
     "walls": [("fourloops.smk", "Workflow.ask"), ("fourloops.smk", "Workflow.profile"),
               ("fourloops.smk", "Workflow.slurm_request"), ("fourloops.smk", "Workflow.check_walls"),
               ("fourloops.refusal", "levers_of")],

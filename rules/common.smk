@@ -89,9 +89,10 @@ if _lora_problems := lora_config_problems(config):
     raise WorkflowError("invalid config (nothing was run or written):\n  " + "\n  ".join(_lora_problems))
 ASKS = FOURLOOPS.resources()
 LINEAGE = FOURLOOPS.lineage_param()
-# Before the DAG is built, outputs are checked against their provenance records (a corrupted one reruns),
-# and a stash of last good outputs left by a killed run is settled (fourloops.keep).
-FOURLOOPS.check_outputs_before_the_dag()
+# Once Snakemake's DAG has its jobs, before it decides which must run, their outputs are checked against their
+# provenance records (a corrupted one reruns); a stash of last good outputs left by a killed run is settled before
+# the DAG is built (fourloops.keep).
+FOURLOOPS.check_outputs_on_the_dag()
 FOURLOOPS.recover_last_good()
 
 

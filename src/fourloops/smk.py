@@ -121,16 +121,26 @@ class Workflow:
             if self._products is None:
                 from snakemake.common.prefix_lookup import PrefixLookup
 
-                # every product (output, log, benchmark) of every rule with outputs by its constant prefix, as
-                # Snakemake's OutputIndex keeps them, but per pattern: a path is matched only against the patterns
-                # whose constant prefix and suffix it has, the only ones that can match it
-                self._products = PrefixLookup([
-                    (str(o.constant_prefix()), (rule, str(o.constant_suffix()), i, o))
-                    for rule in self.wf.rules if rule.output for i, o in enumerate(rule.products())])
+                # every product (output, log, benchmark) of every rule with outputs, by its constant prefix and
+                # then its constant suffix, as Snakemake's OutputIndex keeps them, but per pattern: a path is
+                # matched only against the patterns whose constant prefix and suffix it has, the only ones that
+                # can match it; one entry per prefix, so the lookup yields a few groups, not every pattern
+                groups: dict[str, dict[str, list]] = {}
+                for rule in self.wf.rules:
+                    if rule.output:
+                        for i, o in enumerate(rule.products()):
+                            groups.setdefault(str(o.constant_prefix()), {}).setdefault(
+                                str(o.constant_suffix()), []).append((rule, i, o))
+                self._products = PrefixLookup([(prefix, (sorted({len(s) for s in by_suffix}), by_suffix))
+                                               for prefix, by_suffix in groups.items()])
             matched: dict = {}  # rule -> [(index of the pattern in rule.products(), its wildcards)]
-            for _, (rule, suffix, i, o) in self._products.match_iter(path):
-                if path.endswith(suffix) and (m := o.match(path)):
-                    matched.setdefault(rule, []).append((i, m.groupdict()))
+            for _, (lengths, by_suffix) in self._products.match_iter(path):
+                for n in lengths:
+                    if n > len(path):
+                        break
+                    for rule, i, o in by_suffix.get(path[len(path) - n:], ()):
+                        if m := o.match(path):
+                            matched.setdefault(rule, []).append((i, m.groupdict()))
             found = []
             for rule, matches in matched.items():
                 # Rule.get_wildcards on those patterns: the first match with the shortest wildcard values
@@ -177,20 +187,6 @@ class Workflow:
     def requested_paths(self, targets) -> set[str]:
         """Every file the requested DAG reads or writes (outputs, logs and benchmarks included)."""
         return self._requested(targets)[0]
-
-    def requested_jobs(self, targets) -> list:
-        """The jobs of the requested DAG that write a provenance record (fourloops.verify.Expected): each
-        record path with the job's other outputs, so the output check can hold an output to its record."""
-        from fourloops.verify import Expected
-
-        out = []
-        for rulename, wc in sorted(self._requested(targets)[1]):
-            rule = self.wf.get_rule(rulename)
-            outputs = [os.path.normpath(str(f)) for f in self.outputs(rulename, dict(wc))]
-            made = [f for f in outputs if f.startswith(records.ROOT + os.sep)]
-            if rule.output and len(made) == 1:
-                out.append(Expected(made[0], tuple(f for f in outputs if f != made[0]), rulename, dict(wc)))
-        return out
 
     def _requested(self, targets) -> tuple[set[str], set]:
         key = tuple(targets)
@@ -281,39 +277,77 @@ class Workflow:
         mode = getattr(self.wf, "exec_mode", None)
         return mode is None or mode.name == "DEFAULT"
 
-    def check_outputs_before_the_dag(self) -> None:
-        """Before Snakemake builds the DAG: every existing output the requested DAG uses is compared with the
-        sha256 its provenance record holds (fourloops.verify); a missing, truncated or edited one, an output
-        whose record is gone (unverified), or a job whose recorded inputs are gone, is forced to run again with
-        everything downstream, and the run says why."""
+    def dag_jobs(self, dag) -> tuple[set[str], list]:
+        """What the output check needs from Snakemake's own DAG: every file its jobs read or write (and the
+        targets), and the jobs that write a provenance record (fourloops.verify.Expected), so the output check
+        holds each output to its record. What a walk of the rules (`requested_paths`, for the report's plan) would
+        find, read from the jobs Snakemake has made, without expanding every job a second time."""
+        from fourloops.verify import Expected
+
+        paths = {os.path.normpath(str(f)) for f in dag.targetfiles}
+        found = []
+        for job in dag.jobs:
+            outputs = [os.path.normpath(str(f)) for f in job.output]
+            paths.update(outputs)
+            paths.update(os.path.normpath(str(f)) for f in job.input)
+            made = [f for f in outputs if f.startswith(records.ROOT + os.sep)]
+            if job.rule.output and len(made) == 1:
+                wc = dict(job.wildcards.items())
+                found.append(((job.rule.name, tuple(sorted(wc.items()))),
+                              Expected(made[0], tuple(f for f in outputs if f != made[0]), job.rule.name, wc)))
+        return paths, [e for _, e in sorted(found, key=lambda x: x[0])]
+
+    def force_mismatched(self, dag) -> list:
+        """The output check on Snakemake's DAG, once its jobs are known and before it decides which must run:
+        every existing output its jobs use is compared with the sha256 its provenance record holds
+        (fourloops.verify); the job of each problem is forced (its record, an output of that job, joins the
+        DAG's forced files), so it runs again with everything downstream, and the run says why."""
+        from fourloops import verify
+
+        paths, expected = self.dag_jobs(dag)
+        problems = verify.check(Path.cwd(), paths, index=self.records, expected=expected)
+        if problems:
+            print("fourloops: outputs that no longer match their provenance record; running these "
+                  "jobs again:\n" + verify.describe(problems), file=sys.stderr, flush=True)
+            dag.forcefiles.update(p.record for p in problems)
+        return problems
+
+    def check_outputs_on_the_dag(self) -> None:
+        """Before Snakemake decides which jobs must run: unknown targets are refused with the reason, and the
+        DAG's existing outputs are checked against their provenance records (`force_mismatched`): a missing,
+        truncated or edited one, an output whose record is gone (unverified), or a job whose recorded inputs are
+        gone, is forced to run again with everything downstream, and the run says why."""
         wf = self.wf
         if not self.main_process():
             return  # a job's own Snakemake (remote or subprocess): the main run has checked
         prepare = wf._prepare_dag
 
         def prepare_checked(*args, **kwargs):
-            from fourloops import verify
-
             self.take_the_directory(kwargs)
             self.drop_slurm_resources()
             settings = wf.dag_settings
-            if settings is not None:
-                targets = list(settings.targets) or ([wf.default_target] if wf.default_target else [])
-                unknown = [why for t in targets if (why := self.unknown_target(t))]
-                if unknown:
-                    from snakemake.exceptions import WorkflowError
+            if settings is None:
+                return prepare(*args, **kwargs)
+            targets = list(settings.targets) or ([wf.default_target] if wf.default_target else [])
+            unknown = [why for t in targets if (why := self.unknown_target(t))]
+            if unknown:
+                from snakemake.exceptions import WorkflowError
 
-                    raise WorkflowError("\n".join(unknown) + "\nnothing was run or written.")
-                problems = verify.check(Path.cwd(), self.requested_paths(targets), index=self.records,
-                                        expected=self.requested_jobs(targets))
-                if problems:
-                    import sys
+                raise WorkflowError("\n".join(unknown) + "\nnothing was run or written.")
+            result = prepare(*args, **kwargs)
+            dag = wf.dag
+            update_needrun = dag.update_needrun
+            checked = []
 
-                    print("fourloops: outputs that no longer match their provenance record; running these "
-                          "jobs again:\n" + verify.describe(problems), file=sys.stderr, flush=True)
-                    forced = {p.record for p in problems}
-                    settings.forcerun = frozenset(set(settings.forcerun) | forced)
-            return prepare(*args, **kwargs)
+            async def update_needrun_checked(*a, **kw):
+                # DAG.init's first call, with every job of the requested DAG made; a checkpoint's later calls
+                # (none in this workflow) find them checked
+                if not checked:
+                    checked.append(self.force_mismatched(dag))
+                return await update_needrun(*a, **kw)
+
+            dag.update_needrun = update_needrun_checked
+            return result
 
         wf._prepare_dag = prepare_checked
 

@@ -21,6 +21,7 @@ size and mtime.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -107,20 +108,30 @@ class HashCache:
             self._changed = False
 
 
+def _parents(path: str):
+    """Path(path).parents as strings ('.' last for a relative path), without making Path objects."""
+    while path != ".":
+        parent = os.path.dirname(path)
+        if parent == path:   # the root
+            return
+        yield parent or "."
+        path = parent or "."
+
+
 def _wanted(record: Record, paths: set[str]) -> bool:
     """Does the requested DAG use this record's job? (a path may be a directory output)"""
     if norm(record.path) in paths:
         return True
     for entry in record.entries("outputs"):
-        out = Path(norm(entry["path"]))
-        if str(out) in paths or any(str(parent) in paths for parent in out.parents):
+        out = norm(entry["path"])
+        if out in paths or any(parent in paths for parent in _parents(out)):
             return True
     return False
 
 
 def _made(path: str, outputs: set[str]) -> bool:
     """Is `path` an output of a job of the run, or a file under a directory output?"""
-    return path in outputs or any(str(parent) in outputs for parent in Path(path).parents)
+    return path in outputs or any(parent in outputs for parent in _parents(path))
 
 
 def _depths(index: records.ProvenanceIndex) -> dict[str, tuple[int, str]]:
@@ -162,17 +173,26 @@ def check(
     expected = list(expected)
     made = {norm(p) for job in expected for p in (job.record, *job.outputs)}
 
-    def current(path: str) -> tuple[os.stat_result | None, str | None]:
-        """(stat, sha256) of `path` now; (None, None) when it is not a file."""
-        file = workdir / path
-        try:
-            st = file.stat()
-        except OSError:
-            cache.forget(path)
-            return None, None
-        if not file.is_file():
-            return None, None
-        return st, cache.sha256(path, file, st)
+    stats: dict[str, list] = {}  # path -> [stat or None, sha256 or None]: each file stat'd and hashed once
+
+    def stat_of(path: str) -> os.stat_result | None:
+        if path not in stats:
+            try:
+                st = os.stat(os.path.join(workdir, path))
+            except OSError:
+                cache.forget(path)
+                st = None
+            stats[path] = [st, None]
+        return stats[path][0]
+
+    def sha_of(path: str) -> str | None:
+        """sha256 of `path` now (stat_of first); None when it is not a file."""
+        st = stat_of(path)
+        if st is None or not stat.S_ISREG(st.st_mode):
+            return None
+        if stats[path][1] is None:
+            stats[path][1] = cache.sha256(path, Path(workdir, path), st)
+        return stats[path][1]
 
     for unreadable in index.unreadable:
         if wanted is None or norm(unreadable) in wanted:
@@ -182,7 +202,7 @@ def check(
     for job in expected:
         if norm(job.record) in have:
             continue
-        present = [p for p in job.outputs if (workdir / p).exists()]
+        present = [p for p in job.outputs if stat_of(norm(p)) is not None]
         if present:
             problems.append(Problem(norm(present[0]), "unverified",
                                     f"its record {job.record} is missing ({len(present)} of {len(job.outputs)} "
@@ -197,11 +217,8 @@ def check(
                                     dict(record.data.get("wildcards") or {})))
         for entry in record.entries("outputs"):
             path, size, sha = norm(entry["path"]), entry.get("bytes"), entry.get("sha256")
-            file = workdir / path
-            try:
-                st = file.stat()
-            except OSError:
-                cache.forget(path)
+            st = stat_of(path)
+            if st is None:
                 problem(path, "missing")
                 continue
             if isinstance(size, int) and st.st_size != size:
@@ -210,15 +227,14 @@ def check(
                 problem(path, kind, f"{st.st_size} of {size} bytes" if kind == "truncated"
                         else f"{st.st_size} bytes, recorded {size}")
                 continue
-            now = cache.sha256(path, file, st) if file.is_file() else None
+            now = sha_of(path)
             if now != sha and index.producer(path, now) is None:
                 problem(path, "edited", f"sha256 {str(now)[:12]}, recorded {str(sha)[:12]}")
         for entry in record.entries("inputs"):
             path, sha = norm(entry["path"]), entry.get("sha256")
             if not index.producers(path) and not _made(path, made):
                 continue         # a file no job made (a source, a user's checkpoint): not ours to judge
-            st, now = current(path)
-            if st is None:
+            if stat_of(path) is None or (now := sha_of(path)) is None:
                 problem(path, "input gone")
             elif now != sha:
                 problem(path, "input changed", f"sha256 {now[:12]}, the job read {str(sha)[:12]}")
