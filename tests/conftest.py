@@ -91,6 +91,17 @@ def smoke_run(tmp_path_factory):
     return {"workdir": workdir, "proc": proc, "seconds": time.perf_counter() - t0}
 
 
+@pytest.fixture(scope="session")
+def smoke_generator_dir(tmp_path_factory) -> Path:
+    """The tiny qwen_image_edit_plus smoke pipeline at seed 0, built once for tests/test_generate.py and
+    tests/test_generate_lora.py (both only read it)."""
+    from fourloops.smoke_generators import build_smoke_generator
+
+    out = tmp_path_factory.mktemp("smoke-generator") / "qwen_image_edit_plus"
+    build_smoke_generator("qwen_image_edit_plus", str(out), 0)
+    return out
+
+
 # The restyle -> keypoints -> drift -> grades sub-DAG's one style (tests/test_restyle.py, tests/test_grades.py).
 INK = {"ink": "Redraw this image as a black ink drawing; keep the person's pose exactly."}
 
