@@ -91,6 +91,42 @@ def smoke_run(tmp_path_factory):
     return {"workdir": workdir, "proc": proc, "seconds": time.perf_counter() - t0}
 
 
+@pytest.fixture(scope="session")
+def smoke_generator_dir(tmp_path_factory) -> Path:
+    """The tiny qwen_image_edit_plus smoke pipeline at seed 0, built once for tests/test_generate.py and
+    tests/test_generate_lora.py (both only read it)."""
+    from fourloops.smoke_generators import build_smoke_generator
+
+    out = tmp_path_factory.mktemp("smoke-generator") / "qwen_image_edit_plus"
+    build_smoke_generator("qwen_image_edit_plus", str(out), 0)
+    return out
+
+
+# The restyle -> keypoints -> drift -> grades sub-DAG's one style (tests/test_restyle.py, tests/test_grades.py).
+INK = {"ink": "Redraw this image as a black ink drawing; keep the person's pose exactly."}
+
+
+def ink_config(path: Path, styles: dict | None = None, **extra) -> Path:
+    """A --configfile restyling `styles` (INK by default) at azimuths 0 and 90, with `extra` top-level keys."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({"restyle": {"styles": styles or INK, "azimuths": [0, 90]}} | extra))
+    return path
+
+
+@pytest.fixture(scope="session")
+def restyled_graded(smoke_run, tmp_path_factory):
+    """The finished smoke ladder's workdir, copied, with one style restyled, detected, drifted and graded
+    (2 views, one scoring pass): one run of the sub-DAG that tests/test_restyle.py (restyle, keypoints, drift)
+    and tests/test_grades.py (grades) both read. Tests only read it or dry-run on it."""
+    work = tmp_path_factory.mktemp("restyle-grades") / "work"
+    shutil.copytree(smoke_run["workdir"], work, symlinks=True)
+    cfg = ink_config(work.parent / "ink.yaml", grades={"num_pass": 1})
+    t0 = time.perf_counter()
+    proc = run_snakemake(work, f"--configfile={cfg}", "results/drift/ink.csv", "results/grades/ink.csv")
+    return {"work": work, "config": cfg, "proc": proc, "seconds": time.perf_counter() - t0}
+
+
 @pytest.fixture
 def built_copy(smoke_run, tmp_path):
     """A private copy of the finished smoke workdir (mtimes and .snakemake metadata kept)."""

@@ -46,10 +46,10 @@ def _file_hashes(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def smoke_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("smoke") / BACKEND
-    build_smoke_generator(BACKEND, str(out), SEED)
-    return out
+def smoke_dir(smoke_generator_dir) -> Path:
+    """The session's smoke pipeline (conftest.smoke_generator_dir: BACKEND at SEED)."""
+    assert (smoke_generator_dir.name, read_json(smoke_generator_dir / "smoke.json")["seed"]) == (BACKEND, SEED)
+    return smoke_generator_dir
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,6 @@ from fourloops import generate as G
 from fourloops import loading
 from fourloops.lora_file import LORA_ADAPTER_NAME, LORA_METADATA_KEY, LoraFileError
 from fourloops.io import read_json, sha256_file
-from fourloops.smoke_generators import build_smoke_generator
 
 torch.set_num_threads(1)
 
@@ -34,11 +33,11 @@ ALL_TARGETS = ["to_q", "to_k", "to_v", "to_out.0"]
 RANK = 4
 
 
-@pytest.fixture(scope="module")
-def smoke_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("smoke-lora") / BACKEND
-    build_smoke_generator(BACKEND, str(out), SEED)
-    return out
+@pytest.fixture(scope="session")
+def smoke_dir(smoke_generator_dir) -> Path:
+    """The session's smoke pipeline (conftest.smoke_generator_dir: BACKEND at SEED)."""
+    assert (smoke_generator_dir.name, read_json(smoke_generator_dir / "smoke.json")["seed"]) == (BACKEND, SEED)
+    return smoke_generator_dir
 
 
 def _meta(smoke_dir: Path, **over) -> dict:

@@ -5,36 +5,26 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import time
 
 import pandas as pd
 import pytest
-import yaml
 
-from conftest import REPO, driver_sees, run_snakemake
+from conftest import REPO, driver_sees, ink_config, run_snakemake
 from fourloops import asks, preflight, scorer as sc
 from fourloops.stage import AskContext, stage_for
 
-STYLES = {"ink": "Redraw this image as a black ink drawing; keep the person's pose exactly."}
 FACTS = asks.load_facts(REPO / "config" / "models.yaml")
 
 
 def write_config(path, **grades):
-    path.write_text(yaml.safe_dump({"restyle": {"styles": STYLES, "azimuths": [0, 90]},
-                                    "grades": {"num_pass": 1} | grades}))
-    return path
+    return ink_config(path, grades={"num_pass": 1} | grades)
 
 
 @pytest.fixture(scope="module")
-def graded(smoke_run, tmp_path_factory):
-    """The finished smoke ladder's workdir, copied, with one style restyled, drifted and graded (2 views)."""
-    work = tmp_path_factory.mktemp("grades") / "work"
-    shutil.copytree(smoke_run["workdir"], work, symlinks=True)
-    cfg = write_config(work.parent / "grades.yaml")
-    t0 = time.perf_counter()
-    proc = run_snakemake(work, f"--configfile={cfg}", "results/drift/ink.csv", "results/grades/ink.csv")
-    return {"work": work, "proc": proc, "seconds": time.perf_counter() - t0}
+def graded(restyled_graded):
+    """The finished smoke ladder's workdir, copied, with one style restyled, drifted and graded (2 views): the
+    session's sub-DAG (conftest.restyled_graded), shared with tests/test_restyle.py."""
+    return restyled_graded
 
 
 # ----------------------------------------------------------------------------- the smoke sub-DAG

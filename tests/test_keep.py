@@ -1,18 +1,16 @@
-"""A failed rerun keeps the last good outputs (fourloops.keep): the library on plain files, then the
-smoke workflow's `generate` killed mid-rerun."""
+"""A failed rerun keeps the last good outputs (fourloops.keep): the library on plain files. The smoke
+workflow's `generate` killed mid-rerun (the last good generation back byte for byte with its record, the
+"kept the last good" line, no stash left, a later run replacing it) is
+tests/test_workflow.py::test_killed_generate_keeps_the_last_good_views."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SNAKEMAKE, run_snakemake, snakemake_env
 from fourloops import keep
 
 
@@ -128,45 +126,3 @@ def test_a_path_outside_the_working_directory_is_refused_and_nothing_is_stashed(
     with pytest.raises(ValueError, match=f"'{outside}' is outside the working directory"):
         keep.stash(root, [keep.JobFiles(outputs=[str(outside)])])
     assert not keep.stash_dir(root).exists()
-
-
-# --------------------------------------------------------------------------------- end to end
-GENERATE_B = ["results/generate/B/az000.png", "results/generate/B/az315.png", "results/generate/B/views.json",
-              "results/provenance/generate/B.json"]
-
-
-def digests(work: Path, paths) -> dict:
-    return {p: hashlib.sha256((work / p).read_bytes()).hexdigest() if (work / p).exists() else None for p in paths}
-
-
-def test_a_killed_rerun_of_generate_keeps_the_last_good_views_and_a_later_run_replaces_them(built_copy):
-    work = built_copy
-    paths = sorted({str(p.relative_to(work)) for p in (work / "results/generate/B").iterdir()}
-                   | {"results/provenance/generate/B.json"})
-    assert set(GENERATE_B) <= set(paths)
-    before = digests(work, paths)
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
-           "--directory", str(work), "--forcerun", "generate", "--", "results/generate/B/views.json"]
-    proc = subprocess.Popen(cmd, cwd=work, env=snakemake_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    out_dir = work / "results/generate/B"
-    deadline = time.monotonic() + 120
-    while not (staged := list(out_dir.glob(".views-partial-*"))) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert staged, "generate never started"
-    assert not (out_dir / "views.json").exists()  # Snakemake deleted the previous generation before the job
-    os.kill(int(staged[0].name.removeprefix(".views-partial-")), signal.SIGKILL)  # the job's own process
-    log, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 1, log
-    assert "kept the last good results/generate/B/views.json" in log
-    assert digests(work, paths) == before
-    assert not (work / keep.STASH).exists()
-    # The kept generation is the built one: nothing left to do for the ladder.
-    dry = run_snakemake(work, "-n", "results/ladder.csv")
-    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
-
-    old_record = (work / "results/provenance/generate/B.json").read_text()
-    run_snakemake(work, "--forcerun", "generate", "--", "results/generate/B/views.json")
-    assert (work / "results/provenance/generate/B.json").read_text() != old_record
-    assert all(digests(work, GENERATE_B).values())
-    assert not (work / keep.STASH).exists()

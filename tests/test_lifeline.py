@@ -1,7 +1,9 @@
 """No orphans: a job ends when the Snakemake that started it dies (fourloops.lifeline).
 
 The unit tests build Snakemake's own tree (starter -> bash -c "set -euo pipefail; python job" -> job)
-with a stand-in starter; the end-to-end test SIGKILLs the smoke workflow's Snakemake mid-generate.
+with a stand-in starter; the end-to-end case, the smoke workflow's Snakemake SIGKILLed mid-generate (no
+process of the run left within 5 s, nothing complete-looking written after the kill), is
+tests/test_workflow.py::test_killed_generate_keeps_the_last_good_views[whole_run].
 Processes of a run are found by a marker in their environment, never by name.
 """
 
@@ -18,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SNAKEMAKE, snakemake_env
 from fourloops import lifeline
 
 MARKER = "FOURLOOPS_TEST_RUN"
@@ -155,42 +156,3 @@ def test_ancestry_and_descendants_read_from_proc():
     finally:
         child.kill()
         child.wait()
-
-
-# --------------------------------------------------------------------------------- end to end
-def test_sigkilled_snakemake_mid_generate_leaves_no_process_and_nothing_complete(built_copy):
-    """SIGKILL Snakemake while `generate` runs: within a few seconds no process of the run remains,
-    and nothing that looks complete is written after the kill."""
-    work = built_copy
-    out_dir = work / "results" / "generate" / "B"
-    marker = uuid.uuid4().hex
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
-           "--directory", str(work), "--forcerun", "generate", "--", "results/generate/B/views.json"]
-    proc = subprocess.Popen(cmd, cwd=work, env=snakemake_env(**{MARKER: marker}),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        # mid-generate: the job has staged its hidden folder (the model is loading or generating)
-        staged = wait_until(lambda: list(out_dir.glob(".views-partial-*")), 120, 0.05)
-        assert staged, "generate never started"
-        # Snakemake 9.27 runs `bash -c "set -euo pipefail; python ..."` and bash execs python: the job's
-        # parent is Snakemake itself, and the run is these two processes.
-        job_pid = int(staged[0].name.removeprefix(".views-partial-"))
-        assert lifeline.parent_of(job_pid) == proc.pid
-        assert sorted(processes_with(marker)) == sorted([proc.pid, job_pid])
-        proc.kill()
-        proc.wait()
-        killed_at = time.time()
-        remaining = wait_until(lambda: not processes_with(marker), 5)
-        assert remaining, f"processes of the run still alive 5 s after SIGKILL: {processes_with(marker)}"
-        time.sleep(1.0)
-        complete_looking = [p for p in out_dir.iterdir() if not p.name.startswith(".")]
-        assert complete_looking == [], f"complete-looking outputs after the kill: {complete_looking}"
-        late = [p for p in (work / "results").rglob("*") if p.is_file() and not p.name.startswith(".")
-                and not any(part.startswith(".") for part in p.relative_to(work).parts)
-                and p.stat().st_mtime > killed_at]
-        assert late == []
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        for pid in processes_with(marker):
-            os.kill(pid, signal.SIGKILL)

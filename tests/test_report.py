@@ -11,19 +11,21 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
 
+import pytest
 
 from conftest import REPO, run_snakemake
 
 CHROMIUM = "/usr/bin/chromium"
-# every report() output of the smoke run, by path
+# every report() output of the smoke run with the ink style (conftest.restyled_graded), by path
 REPORTED = {
     "results/ladder.csv", "results/ladder.png", "results/report/ladder.html", "results/report/plan.html",
     "results/sheets/render.png", "results/sheets/A.png", "results/sheets/B.png", "results/sheets/C.png",
-    "results/drift/watercolor.png", "results/drift/watercolor.regions.csv", "results/grades/watercolor.csv",
+    "results/drift/ink.png", "results/drift/ink.regions.csv", "results/grades/ink.csv",
     "results/sheets/D.png", "results/lora/camera.loss.png",
 }
 
@@ -155,11 +157,25 @@ def _click_result(chrome: Chromium, label: str) -> None:
     time.sleep(0.5)
 
 
-def test_smoke_report_opens_in_chromium_with_the_ladder(built_copy, tmp_path):
+@pytest.fixture
+def built_copy(restyled_graded, tmp_path):
+    """A private copy of the smoke workdir with the ink style restyled, drifted and graded (the session's
+    conftest.restyled_graded): report_contents then adds only the sheets, the pages and the LoRA's loss."""
+    dest = tmp_path / "work"
+    shutil.copytree(restyled_graded["work"], dest, symlinks=True)
+    return dest
+
+
+def test_smoke_report_opens_in_chromium_with_the_ladder(built_copy, restyled_graded, tmp_path):
     t0 = time.perf_counter()
-    run_snakemake(built_copy, "report_contents")
+    ink = f"--configfile={restyled_graded['config']}"
+    shared = {rule: (built_copy / "results" / "provenance" / rule / "ink.json").read_bytes()
+              for rule in ("restyle", "drift", "grades")}
+    run_snakemake(built_copy, ink, "report_contents")
+    # the shared sub-DAG's jobs were current: not run again
+    assert {rule: (built_copy / "results" / "provenance" / rule / "ink.json").read_bytes() for rule in shared} == shared
     report = tmp_path / "report.html"
-    run_snakemake(built_copy, "--report", str(report), "report_contents")
+    run_snakemake(built_copy, ink, "--report", str(report), "report_contents")
     html = report.read_text()
     results = json.loads(re.search(r"var results = (\{.*?\});\n", html, re.S).group(1))
     assert set(results) == REPORTED

@@ -6,8 +6,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, run_snakemake
+from conftest import INK, REPO, ink_config, run_snakemake
 from fourloops import drift
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.coco import COCO17_NAMES
@@ -130,24 +128,18 @@ def test_a_refused_restyle_config_writes_nothing(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the smoke sub-DAG
-STYLES = {"ink": "Redraw this image as a black ink drawing; keep the person's pose exactly."}
+STYLES = INK
 
 
 def write_config(path: Path, styles: dict, **extra) -> Path:
-    data = {"restyle": {"styles": styles, "azimuths": [0, 90]}} | extra
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return ink_config(path, styles, **extra)
 
 
 @pytest.fixture(scope="module")
-def restyled(smoke_run, tmp_path_factory):
-    """The finished smoke ladder's workdir, copied, with one style restyled, detected and drifted."""
-    work = tmp_path_factory.mktemp("restyle") / "work"
-    shutil.copytree(smoke_run["workdir"], work, symlinks=True)
-    cfg = write_config(work.parent / "styles.yaml", STYLES)
-    t0 = time.perf_counter()
-    proc = run_snakemake(work, f"--configfile={cfg}", "results/drift/ink.csv")
-    return {"work": work, "config": cfg, "proc": proc, "seconds": time.perf_counter() - t0}
+def restyled(restyled_graded):
+    """The finished smoke ladder's workdir, copied, with one style restyled, detected and drifted: the session's
+    sub-DAG (conftest.restyled_graded), which tests/test_grades.py grades."""
+    return restyled_graded
 
 
 def test_the_sub_dag_makes_every_view_from_one_load_and_the_tables(restyled):

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from conftest import FAKE_SECRETS, REPO, SNAKEMAKE, job_process, run_snakemake, snakemake_env
+from test_lifeline import MARKER, processes_with  # processes of a run found by a marker, never by name
 
 N_AZ = 8
 CONDITIONS = ("A", "B", "C", "D")  # D: A with the camera LoRA
@@ -184,13 +185,13 @@ def _changed_prompt_config(workdir: Path, condition: str) -> Path:
     return override
 
 
-def _start_ladder(workdir: Path, override: Path) -> subprocess.Popen:
+def _start_ladder(workdir: Path, override: Path, env: dict | None = None) -> subprocess.Popen:
     cmd = [
         SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
         "--directory", str(workdir), f"--configfile={override}", "results/ladder.csv",
     ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=snakemake_env(), start_new_session=True)
+                            env=env or snakemake_env(), start_new_session=True)
 
 
 def _wait_for_first_staged_view(gen_dir: Path, timeout: float = 120.0) -> Path:
@@ -222,33 +223,71 @@ def _assert_last_good_kept(workdir: Path, condition: str, override: Path, before
 
 @pytest.mark.parametrize("victim", ["job", "whole_run"])
 def test_killed_generate_keeps_the_last_good_views(built_copy, victim):
+    """`job`: the generate job SIGKILLed mid-rerun; Snakemake, alive, puts the last good generation back (and
+    with the config it was made with, it counts as built). `whole_run`: Snakemake SIGKILLed mid-generate; its
+    job follows it within seconds (fourloops.lifeline: no orphan, nothing complete-looking written after the
+    kill), and the next parse settles the stash the killed run left. Either way a rerun then replaces it.
+    (The keep half of this was also tests/test_keep.py's end-to-end test with --forcerun, and the lifeline
+    half tests/test_lifeline.py's: the same job killed the same way, asserted once here.)"""
+    import uuid
+
+    from fourloops import keep, lifeline
+
     gen_dir = built_copy / "results" / "generate" / "B"
     before = _snapshot(built_copy, "B")
     override = _changed_prompt_config(built_copy, "B")  # B's generate job is stale: the run regenerates it
-    proc = _start_ladder(built_copy, override)
+    marker = uuid.uuid4().hex
+    proc = _start_ladder(built_copy, override, env=snakemake_env(**{MARKER: marker}))
     try:
         staging = _wait_for_first_staged_view(gen_dir)
+        assert not (gen_dir / "views.json").exists()  # Snakemake deleted the previous generation before the job
+        job_pid = int(staging.name.rsplit("-", 1)[1])
         if victim == "job":
-            pid = int(staging.name.rsplit("-", 1)[1])
-            os.kill(pid, signal.SIGKILL)
-            proc.wait(timeout=120)
-            assert proc.returncode != 0
+            os.kill(job_pid, signal.SIGKILL)
+            log, _ = proc.communicate(timeout=120)
+            assert proc.returncode == 1, log[-3000:]
+            assert "kept the last good results/generate/B/views.json" in log, log[-3000:]
         else:
-            os.killpg(proc.pid, signal.SIGKILL)
+            # Snakemake 9.27 runs `bash -c "set -euo pipefail; python ..."` and bash execs python: the job's
+            # parent is Snakemake itself, and the run is these two processes.
+            assert lifeline.parent_of(job_pid) == proc.pid
+            assert sorted(processes_with(marker)) == sorted([proc.pid, job_pid])
+            proc.kill()  # Snakemake alone; the job is left to its lifeline
             proc.wait(timeout=60)
+            killed_at = time.time()
+            deadline = time.monotonic() + 5
+            while processes_with(marker) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not processes_with(marker), \
+                f"processes of the run still alive 5 s after SIGKILL: {processes_with(marker)}"
+            time.sleep(1.0)
+            complete_looking = [p for p in gen_dir.iterdir() if not p.name.startswith(".")]
+            assert complete_looking == [], f"complete-looking outputs after the kill: {complete_looking}"
+            late = [p for p in (built_copy / "results").rglob("*") if p.is_file() and not p.name.startswith(".")
+                    and not any(part.startswith(".") for part in p.relative_to(built_copy).parts)
+                    and p.stat().st_mtime > killed_at]
+            assert late == []
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
     if victim == "whole_run":
         # A SIGKILLed Snakemake leaves its directory lock; until `--unlock`, even a dry-run only says
         # "Directory cannot be locked" (and then, misleadingly, "Nothing to be done"). The next parse
         # (this one) settles the stash the killed run left.
         run_snakemake(built_copy, "--unlock")
     _assert_last_good_kept(built_copy, "B", override, before)
+    assert not (built_copy / keep.STASH).exists()
+    if victim == "job":
+        # with the config it was made with, the kept generation (its Snakemake record too) is the built one
+        dry = run_snakemake(built_copy, "-n", "results/ladder.csv")
+        assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
     # and a rerun completes, replacing them
     run_snakemake(built_copy, f"--configfile={override}", "results/ladder.csv")
     assert (gen_dir / "views.json").exists() and _snapshot(built_copy, "B") != before
     assert not list(gen_dir.glob(".views-partial-*"))
+    assert not (built_copy / keep.STASH).exists()
 
 
 def test_lint_leaves_only_the_documented_finding(tmp_path):
