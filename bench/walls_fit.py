@@ -36,6 +36,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "bench"))
+
+from gpu_table import carried  # noqa: E402  the files a run carried from an earlier one (its carried.txt)
 
 RESULTS = REPO / "bench" / "results"
 TABLE = RESULTS / "walls-fit-h200-2026-12-01.md"
@@ -105,12 +108,6 @@ def rows_before(run: dict) -> list[dict]:
 DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12-02-cap24",
             RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4")
 
-
-def carried(run: Path) -> set[str]:
-    """The files a run carried from an earlier one (its carried.txt, paths under the run's folder): their records
-    belong to the run that made them, and are read there."""
-    listed = run / "carried.txt"
-    return set(listed.read_text().split()) if listed.exists() else set()
 
 
 def _dag_config(rec: dict) -> tuple[str, str, str, dict] | None:
