@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU jobs through Snakemake itself on one lent GPU with no network, with the sizing model set (profiles/sizing-gpu):
-# Qwen-Image-Edit (NF4 with its RAM sampled, then bf16 under a 24 GiB cap), the held-out sizing probes, then the
-# whole DAG under a 24 GiB cap, asked and admitted by the desk's walls (the 24 GiB confusion matrix); raw records to
-# $OUT. GPU_RUN_SEEDS_LORA=1 also runs the seeds' LoRA setup under the cap (a job the desk's walls refuse).
+# the sizing builds and a probe per component (unless carried), the held-out sizing probes, then the whole DAG under
+# a 24 GiB cap, asked and admitted by the desk's walls (the 24 GiB confusion matrix), then Qwen-Image-Edit NF4 under
+# the cap; raw records to $OUT. GPU_RUN_SEEDS_LORA=1 also runs the seeds' LoRA setup under the cap (a job the desk's walls refuse).
 #
 # Here (with network), once: the wheels the GPU machine's own Python 3.12 + torch lacks (bench/gpu_wheels.sh), the
 # pinned OmniGen2 package in .carry/omnigen2, a git bundle of HEAD (so each job's provenance names a clean commit),
@@ -59,16 +59,16 @@ all() {
   say "machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -V; df -h "$REPO" | tail -1
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .wheels/*.whl \
     || { say "wheel install failed"; touch "$RUN/done"; return 1; }
+  # compiled once here, as a user's installed packages are: with --no-compile, the first process to import each
+  # package paid its compilation (the fourth run's detector probe: 12.3 s of load against 11.5-14.6 s for a whole
+  # keypoints job), and the forecasts made from those probes ran long
+  say "compileall"; python3 -m compileall -q -j 0 /tmp/site "$REPO/src" "$REPO/.carry/omnigen2" > /dev/null 2>&1; say "compiled"
   python3 -c 'import torch, snakemake, transformers, diffusers, bitsandbytes, omnigen2, onnxoptimizer; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   git_ready && say "code $(git rev-parse HEAD) dirty=$(git status --porcelain --untracked-files=no | wc -l)" || say "no git"
   # what this run carried from an earlier one (bench/gpu_table.py and bench/walls_fit.py leave them to that run)
   (cd "$REPO" && ls sizing/results/probe/*/*.json sizing/results/provenance/probe/*.json 2>/dev/null) > "$RUN/carried.txt"
   # probes carried from an earlier session on this kind of machine (sizing/results/probe/h200 with their provenance)
   # are kept: this run's seconds then judge a forecast made before them; without them, probe here first.
-  # Qwen-Image-Edit first: its 54 GiB sizing build and the others' do not fit the disk together
-  qwen_image
-  collect qwen
-  rm -rf "$RUN/qwen/models"  # 54 GiB: the sizing models need the disk
   local until=(); compgen -G "sizing/results/probe/h200/*.json" >/dev/null && until=(--until sizing_model)
   say "the sizing models${until:+ (builds only: the probes were carried)}, then a probe per component unless carried"
   python3 -m snakemake "${PROFILE[@]}" probe "${until[@]}" \
@@ -86,6 +86,10 @@ all() {
   echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
   cp "$RUN"/plan-before*.json sizing/ 2>/dev/null
   collect dag
+  # Qwen-Image-Edit last: its 54 GiB sizing build and the others' do not fit the disk together
+  rm -rf sizing/models "$RUN"/heldout/models "$RUN"/lora_probe
+  qwen_image
+  collect qwen
   touch "$RUN/done"
 }
 
@@ -93,23 +97,18 @@ all() {
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-02, fourth run; memory: few
-  # steps and items, each in its own process): the generator at a size never measured (bf16 896, 1 and 2 references),
-  # the other precision at another size and reference count (nf4 768, 3 references), the scorer at bf16 grading
-  # 1024 px images, the detector at 4 and 32 images a call, LoRA steps at 768 px rank 16 and fp32-frozen with the
-  # text encoder resident at 384 px
+heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-02, fifth run; memory: few
+  # steps and items, each in its own process): the generator at 640 px, a size never measured, at bf16 with 1 and
+  # 3 references and at nf4 with 2; the scorer at nf4 grading 640 px images; the detector at 3 and 24 images a
+  # call; LoRA steps at 896 px rank 16 and at 512 px rank 32 (bf16 frozen, embeddings precomputed)
   say "held-out probes"
   local work=$RUN/heldout; mkdir -p "$work/models"
   for c in omnigen2 detector scorer; do ln -sfn "$REPO/sizing/models/sizing/$c" "$work/models/$c"; done
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-max-new-tokens 48)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 896 --items 2 --references 1 2 \
-    --omnigen2-precisions bf16 --scorer-precisions --no-detector --lora-steps bf16:precomputed:768:16
-  python3 bench/sizing_gpu.py "${common[@]}" --size 768 --items 1 --references 3 \
-    --omnigen2-precisions nf4 --scorer-precisions --no-detector --lora-steps fp32:resident:384
-  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --omnigen2-precisions --scorer-precisions bf16 \
-    --no-detector --lora-steps
-  python3 bench/sizing_gpu.py "${common[@]}" --items 2 --omnigen2-precisions --scorer-precisions --detector-batches 4 32 \
-    --lora-steps
+  python3 bench/sizing_gpu.py "${common[@]}" --size 640 --items 2 --references 1 3 \
+    --omnigen2-precisions bf16 --scorer-precisions nf4 --no-detector --lora-steps bf16:precomputed:896:16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 640 --items 1 --references 2 \
+    --omnigen2-precisions nf4 --scorer-precisions --detector-batches 3 24 --lora-steps bf16:precomputed:512:32
 }
 
 lora_probe() {  # the LoRA step at the run's own settings (bf16 frozen, embeddings precomputed, 512 px, rank 8), timed
@@ -134,12 +133,12 @@ cap24_refused() {  # the seeds' LoRA setup: the desk's walls refuse it; run capp
   rm -rf sizing/results/lora/camera.safetensors sizing/results/lora/.camera*
 }
 
-qwen_image() {  # Qwen-Image-Edit-Plus (54 GiB on disk: built before the others), NF4 under the 24 GiB cap: at 512 px
-  # (the desk's walls admit it: it must complete) and at 768 px (a size no record measured; the walls' verdict is in
-  # plan-qwen.txt, made here before it runs). The third run measured NF4 uncapped and bf16 capped.
-  say "qwen_image_edit_plus: nf4 under a 24 GiB cap, 512 then 768 px"
+qwen_image() {  # Qwen-Image-Edit-Plus (54 GiB on disk), NF4 under the 24 GiB cap at QWEN_SIZES (default 640 and 1024 px,
+  # sizes no record measured; the walls' verdicts are in plan-qwen.txt, made here before they run). The third run
+  # measured NF4 uncapped and bf16 capped, the fourth NF4 capped at 512 and 768.
+  say "qwen_image_edit_plus: nf4 under a 24 GiB cap, ${QWEN_SIZES:-640 1024} px"
   local work=$RUN/qwen; mkdir -p "$work/models"
-  local size; for size in 512 768; do
+  local size; for size in ${QWEN_SIZES:-640 1024}; do
     python3 -c "import sys, yaml; sys.path.insert(0, 'src'); from fourloops import asks
 f = asks.load_facts('config/models.yaml')
 a = asks.generator_ask(f, {'backend': 'qwen_image_edit_plus', 'precision': 'nf4', 'size': $size, 'device': 'cuda'})

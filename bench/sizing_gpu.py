@@ -244,6 +244,10 @@ def main(argv=None) -> int:
             say(f"FAILED {c['name']} (rc {rc}, {wall} s): {tail.strip().splitlines()[-1] if tail.strip() else ''}")
             continue
         rec = json.loads(record.read_text())
+        # the probe process's own wall, start to exit (interpreter, imports, load, items, teardown): what a job of
+        # this configuration pays beyond its load and items, where no Snakemake job's provenance times the probe
+        rec["process_wall_seconds"] = wall
+        record.write_text(json.dumps(rec, indent=1, default=str))
         for conf in rec["configurations"]:
             label = {k: conf[k] for k in ("references", "question", "images_per_call") if k in conf}
             say(f"  {c['name']} {label}: peak {conf['peak_vram_gib']} GiB (NVML {conf['nvml_process_gib']}), "

@@ -300,6 +300,10 @@ def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_proce
     prov.unlink()  # without the probe job's record: no process term, and no guess for it
     once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
     assert once == 10.5 and "process" not in source
+    # a probe that bench/sizing_gpu.py ran outside Snakemake: its own process's wall stands in for the job's
+    probe.write_text(json.dumps({**json.loads(probe.read_text()), "process_wall_seconds": 25.0}))
+    once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
+    assert once == 10.0 + 0.5 + (25.0 - 10.0 - 11.5) and "process 3.5 s" in source
 
 
 def test_the_committed_forecast_table_regenerates_and_the_readme_quotes_it():

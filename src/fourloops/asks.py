@@ -230,7 +230,10 @@ class Measurements:
             # H200 run of 2026-12-02 saw 11.9 s there and 2.3-2.8 s on the DAG's first views)
             warm = max(0.0, min(float(c.get("first_item_seconds") or 0.0) - float(c["seconds_per_item"]) for c in timed))
             items = sum(float(i["seconds"]) for c in timed for i in c.get("items") or [] if i.get("seconds") is not None)
+            # the job's wall when a Snakemake job wrote the probe; else the probe process's own (bench/sizing_gpu.py)
             wall = rec.get("job_wall_seconds")
+            if wall is None:
+                wall = rec.get("process_wall_seconds")
             process = max(0.0, float(wall) - load - items) if wall is not None else 0.0
             parts = f"load {load:g} s + warm-up {warm:.3g} s" + (f" + process {process:.3g} s" if wall is not None else "")
             return (load + warm + process, float(confs[0]["seconds_per_item"]),
