@@ -38,11 +38,21 @@ def _records(run_dir: Path) -> dict:
     return out
 
 
-def _failure(log: str, rule: str) -> str | None:
-    """What the capped run's log says of a failed job of `rule`, or None when it did not fail."""
-    if f"Error in rule {rule}:" not in log:
+STOPPED = "Exiting because a job execution failed"  # Snakemake's line when it stops starting jobs after a failure
+
+
+def _failure(log: str, rule: str, wildcards: dict | None = None) -> str | None:
+    """What the capped run's log says of a failed job of `rule`, or None when it did not fail. With `wildcards`, the
+    job's own error block (Snakemake prints the job's log in it, whose first line names the rule and its wildcards),
+    where the log holds such lines; else any error of the rule."""
+    blocks = [b.split("\nError in rule ", 1)[0] for b in log.split(f"Error in rule {rule}:")[1:]]
+    tag = f"rule {rule} wildcards {dict(wildcards)!r}" if wildcards is not None else None
+    if tag is not None and any(f"rule {rule} wildcards " in b for b in blocks):
+        blocks = [b for b in blocks if tag in b]
+    if not blocks:
         return None
-    return "out of memory" if "OutOfMemoryError" in log or "CUDA out of memory" in log else "failed (not memory)"
+    return ("out of memory" if any("OutOfMemoryError" in b or "CUDA out of memory" in b for b in blocks)
+            else "failed (not memory)")
 
 
 def _allowed(log: str) -> str | None:
@@ -69,10 +79,12 @@ def rows(run_dir: Path) -> list[dict]:
                 out.append({**_row(j, None, _failure(log, j["rule"]) or "not run"), "cap GiB": _allowed(log)})
             elif key not in seen and (plan == "plan-before-desk.json" or key in records):
                 seen.add(key)  # the refused run's plan also holds jobs it shares with the DAG (the embeddings)
-                out.append(_row(j, records.get(key), None if key in records else _failure(log, j["rule"]) or "no record"))
+                out.append(_row(j, records.get(key), None if key in records else
+                                _failure(log, j["rule"], j.get("wildcards") or {})
+                                or ("not run (the run stopped first)" if STOPPED in log else "no record")))
     out += probe_rows(run_dir)
     for key, rec in records.items():  # a capped job neither desk plan listed: no verdict to judge
-        if rec.get("vram_cap_gib") is not None and key not in seen:
+        if rec.get("vram_cap_gib") is not None and key not in seen and key[0] not in GPU_RULES_SKIPPED:
             out.append({**_row({"rule": key[0], "wildcards": rec.get("wildcards"), "verdict": "fits",
                                 "refused_walls": [], "vram_gib": None}, rec, None), "desk walls": "not in a plan"})
     return out
@@ -128,15 +140,21 @@ def _row(job: dict, rec: dict | None, failed: str | None) -> dict:
 
 def counts(body: list[dict]) -> dict:
     adm = [r for r in body if r["desk walls"] == "admitted"]
-    ref = [r for r in body if r["desk walls"] != "admitted"]
+    ref = [r for r in body if r["desk walls"].startswith("refused")]
     ran = [r for r in adm if r["under the cap"] != "ran without the cap"]
-    return {"admitted, completed under the cap": sum(r["under the cap"] == "completed" for r in ran),
-            "admitted, failed under the cap (false admits)": sum(r["under the cap"] != "completed" for r in ran),
-            "admitted, not run under the cap": len(adm) - len(ran),
-            "refused, out of memory under the cap": sum(r["under the cap"] == "out of memory" for r in ref),
-            "refused, completed under the cap (false refusals)": sum(r["under the cap"] == "completed" for r in ref),
-            "refused, not run or failed otherwise": sum(r["under the cap"] not in ("out of memory", "completed")
-                                                        for r in ref)}
+    # a false admit: out of memory, or no record and nothing in the log to say why (it may have been memory); a job
+    # that failed for another reason (a missing package) or that Snakemake never started has no verdict to judge
+    other = [r for r in ran if r["under the cap"] in ("failed (not memory)", "not run (the run stopped first)")]
+    out = {"admitted, completed under the cap": sum(r["under the cap"] == "completed" for r in ran),
+           "admitted, failed under the cap (false admits)": sum(r["under the cap"] != "completed" for r in ran) - len(other),
+           "admitted, not run under the cap": len(adm) - len(ran),
+           "refused, out of memory under the cap": sum(r["under the cap"] == "out of memory" for r in ref),
+           "refused, completed under the cap (false refusals)": sum(r["under the cap"] == "completed" for r in ref),
+           "refused, not run or failed otherwise": sum(r["under the cap"] not in ("out of memory", "completed")
+                                                       for r in ref)}
+    if other:  # listed only where a run had them (the fifth run of 2026-12-02: OmniGen2's package missing there)
+        out["admitted, failed under the cap for another reason or not started: no verdict"] = len(other)
+    return out
 
 
 def matrix(run_dir: Path) -> str:

@@ -106,7 +106,8 @@ def rows_before(run: dict) -> list[dict]:
 
 # Every GPU job's provenance in the whole-DAG runs: (rule -> component) and what its params say of its configuration.
 DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12-02-cap24",
-            RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4")
+            RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4",
+            RESULTS / "gpu-run-h200-2026-12-02-run5")
 
 
 
@@ -297,6 +298,7 @@ def fit_scorer(srows: list[dict]) -> float:
 FITTED_PROBES = (RESULTS / "gpu-run-h200-2026-12-02" / "heldout",
                  RESULTS / "gpu-run-h200-2026-12-02-cap24" / "heldout" / "records")
 _RUN3, _RUN4 = RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4"
+_RUN5 = RESULTS / "gpu-run-h200-2026-12-02-run5"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -308,6 +310,10 @@ HELDOUT_RUNS = (
      "folders": (_RUN4 / "heldout", _RUN4 / "qwen", _RUN4 / "sizing" / "results" / "probe" / "h200"),
      "models_before": _RUN4 / "models-before.yaml",
      "before": "fitted on every record of the three runs before it (probes and DAG jobs), in-sample there"},
+    {"name": "fifth", "run": _RUN5, "commit": "1bc17aa",
+     "folders": (_RUN5 / "heldout", _RUN5 / "qwen", _RUN5 / "sizing" / "results" / "probe" / "h200"),
+     "models_before": _RUN5 / "models-before.yaml",
+     "before": "fitted on every record of the four runs before it (probes and DAG jobs), in-sample there"},
 )
 HELDOUT = HELDOUT_RUNS[0]["folders"]
 MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]

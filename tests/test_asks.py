@@ -28,6 +28,15 @@ def test_estimator_is_within_ten_percent_of_every_measured_row(name, row):
     assert abs(gib - row["gib"]) <= 0.10 * row["gib"], (name, row, gib)
 
 
+def test_activations_between_two_measured_resolutions_are_linear_in_the_pixel_count_and_scale_outside():
+    # 640 px between 512 and 768: 640^2 - 512^2 = 147456 of 768^2 - 512^2 = 327680 -> 1 + 0.45 x 3 = 2.35
+    model = {"activations_gib": {"inference": {512: 1.0, 768: 4.0}}}
+    assert asks._activation(model, "inference", 640, "pixels_linear") == pytest.approx(1.0 + 147456 / 327680 * 3.0)
+    assert asks._activation(model, "inference", 640) == pytest.approx(1.0 * (640 / 512) ** 2)  # older facts' reading
+    assert asks._activation(model, "inference", 1024, "pixels_linear") == pytest.approx(4.0 * (1024 / 768) ** 2)
+    assert asks._activation(model, "inference", 256, "pixels_linear") == pytest.approx(0.25)
+
+
 def test_every_measured_row_names_its_source():
     assert len(ROWS) >= 25
     for p in ROWS:
@@ -159,7 +168,7 @@ def test_no_wall_ask_is_below_what_the_driver_saw_in_any_committed_gpu_record(wa
         assert ask >= row["nvml"], (row["record"], row["key"], ask, row["nvml"], source)
 
 
-@pytest.mark.parametrize("name", ["third", "fourth"])
+@pytest.mark.parametrize("name", ["third", "fourth", "fifth"])
 def test_the_held_out_probes_are_judged_by_facts_fitted_without_them_and_each_is_in_the_table(walls_fit, name):
     # each GPU run's held-out probes: the facts it was asked with (models-before.yaml, its commit's models.yaml)
     # are what the fit gives from the records before it alone, and none of its probes is one of those
@@ -225,13 +234,14 @@ def gpu_table():
 CAP24_RUN = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-cap24"
 RUN3 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run3"
 RUN4 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run4"
+RUN5 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run5"
 
 
 def _quoted_summary(text: str) -> list[str]:
     return [line[2:] for line in text.split("## Summary\n", 1)[1].splitlines() if line.startswith("- ")]
 
 
-@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5], ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)
     assert text == (run / "table.md").read_text()
@@ -240,7 +250,7 @@ def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme
     assert len(quoted) == 4 and all(q in readme for q in quoted), [q for q in quoted if q not in readme]
 
 
-@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5], ids=lambda p: p.name)
 def test_the_committed_24_gib_matrix_regenerates_from_its_records_and_the_readme_quotes_it(run):
     cap24 = _bench("cap24_matrix")
     text = cap24.matrix(run)
@@ -267,6 +277,19 @@ def test_the_24_gib_matrix_counts_a_job_the_desk_admits_that_fails_under_the_cap
     assert counts["admitted, completed under the cap"] == 1
     assert counts["admitted, failed under the cap (false admits)"] == 1
     assert counts["refused, out of memory under the cap"] == 1
+    # but a job that failed for another reason (its error block names it), or that Snakemake never started after
+    # that failure, has no verdict to judge: neither is a false admit
+    c = {**job, "wildcards": {"condition": "C"}}
+    (run / "plan-before-desk.json").write_text(json.dumps({"jobs": [job, {**job, "wildcards": {"condition": "B"}}, c]}))
+    (run / "cap24-admitted.log").write_text(
+        "Error in rule generate:\n    jobid: 3\nLogfile logs/generate/B.log:\nfourloops INFO rule generate wildcards "
+        "{'condition': 'B'}\nModuleNotFoundError: No module named 'omnigen2'\nExiting because a job execution failed.\n")
+    got = {r["job"]: r["under the cap"] for r in cap24.rows(run) if r["rule"] == "generate"}
+    assert got == {"condition=A": "completed", "condition=B": "failed (not memory)",
+                   "condition=C": "not run (the run stopped first)"}
+    counts = cap24.counts(cap24.rows(run))
+    assert counts["admitted, failed under the cap (false admits)"] == 0
+    assert counts["admitted, failed under the cap for another reason or not started: no verdict"] == 2
 
 
 @pytest.mark.parametrize("run", [GPU_RUN, RUN3], ids=lambda p: p.name)

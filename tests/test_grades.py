@@ -151,6 +151,21 @@ def test_the_scorers_estimate_grows_with_the_graded_images_visual_tokens():
     # the H200's NF4 process grading 768 px images (2026-12-02, third run): the ask is above what the driver saw
     seen = json.loads((REPO / "bench/results/gpu-run-h200-2026-12-02-run3/heldout/scorer-qwen3_vl_8b-nf4.json").read_text())
     assert seen["resolution"] == 768 and at[768].vram.value >= seen["peak_nvml_process_gib"]
+    # and the grades job says which size it grades: the larger of the renders' and the generator's views'
+    from types import SimpleNamespace
+
+    from fourloops.rule_functions.grades import get_grades_params
+
+    g = {"scorer": scorer["base"], "scorer_revision": None, "adapter": scorer["adapter"], "adapter_revision": None,
+         "score_range": 25, "num_pass": 1, "retries": 0, "seed": 1} | {k: scorer[k] for k in (
+             "precision", "device", "decoding", "temperature", "max_new_tokens")}
+    config = {"model_set": "real", "render": {"image_size": 512}, "generator": {"size": 768},
+              "restyle": {"styles": {"ink": "ink"}, "azimuths": [0, 90]}, "grades": g}
+    params = get_grades_params(config, SimpleNamespace(style="ink"))
+    assert params["scorer"]["image_size"] == 768
+    job = stage_for("grades").ask_for(AskContext(FACTS), {"style": "ink"}, {"job": {**params, "model_set": "real"}})
+    assert job.vram.value == pytest.approx(asks.scorer_ask(FACTS, params["scorer"]).vram.value)
+    assert "(768 px images)" in job.vram.source
 
 
 # ----------------------------------------------------------------------------- the gate

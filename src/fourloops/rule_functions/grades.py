@@ -24,7 +24,10 @@ def get_grades_params(config: dict, wildcards) -> dict:
         "style": wildcards.style,
         "instruction": config["restyle"]["styles"][wildcards.style],
         "azimuths": list(config["restyle"]["azimuths"]),
-        "scorer": model_sets.scorer(config),
+        # the graded images' size (a render and a restyled view per question): the scorer's prompt, and so its
+        # pass, grows with it (fourloops.asks.scorer_ask); the larger of the two, the ask's safe side
+        "scorer": {**model_sets.scorer(config),
+                   "image_size": max(int(config["render"]["image_size"]), int(model_sets.generator(config)["size"]))},
         "score_range": g["score_range"],
         "num_pass": g["num_pass"],
         "retries": g["retries"],
