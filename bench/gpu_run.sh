@@ -12,8 +12,9 @@
 #   bench/gpu_run.sh start            # a detached session (outlives one command's limit) runs `all`
 #   bench/gpu_run.sh wait 540         # prints its log as it goes; copies the records so far to $OUT
 # Carry .wheels and .carry on EVERY call to the GPU machine, and sizing on the first only: on 2026-12-02 a poll
-# call that carried nothing found .carry/omnigen2 gone, and every later generator job failed to import it;
-# carrying sizing again would replace the run's results there with this machine's.
+# call that carried nothing found .carry/omnigen2 gone, and every later generator job failed to import it (`all`
+# now copies the package into /tmp/site, which outlives the calls); carrying sizing again would replace the run's
+# results there with this machine's.
 # Each step logs and goes on when one fails; `all` writes $RUN/done at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +60,9 @@ all() {
   say "machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -V; df -h "$REPO" | tail -1
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .wheels/*.whl \
     || { say "wheel install failed"; touch "$RUN/done"; return 1; }
+  # OmniGen2 beside the wheels: a later call that carries no .carry/omnigen2 finds it gone from the tree (the fifth
+  # run of 2026-12-02: its DAG's every OmniGen2 job failed to import it), while /tmp/site stays for the session
+  cp -r "$REPO/.carry/omnigen2/omnigen2" /tmp/site/ || { say "no .carry/omnigen2"; touch "$RUN/done"; return 1; }
   # compiled once here, as a user's installed packages are: with --no-compile, the first process to import each
   # package paid its compilation (the fourth run's detector probe: 12.3 s of load against 11.5-14.6 s for a whole
   # keypoints job), and the forecasts made from those probes ran long
