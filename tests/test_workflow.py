@@ -271,8 +271,14 @@ def test_lint_leaves_only_the_documented_finding(tmp_path):
     assert "Specify a conda environment or container for each rule" in (REPO / "README.md").read_text()
 
 
-def test_probe_measures_each_configured_model_on_this_machine(built_copy):
-    """`snakemake probe`: one pass per configured model, load time and peak VRAM with the apparatus."""
+def test_probe_measures_each_configured_model_on_this_machine(restyled_graded, tmp_path):
+    """`snakemake probe`: one pass per configured model, load time and peak VRAM with the apparatus. On a copy of
+    the session's graded workdir (conftest.restyled_graded), whose smoke scorer is built: the probe's jobs, not a
+    second build of that model (its build job is the sub-DAG's)."""
+    import shutil
+
+    built_copy = tmp_path / "work"
+    shutil.copytree(restyled_graded["work"], built_copy, symlinks=True)
     run_snakemake(built_copy, "probe")
     for component in ("generator", "detector"):
         record = json.loads((built_copy / "results" / "probe" / "desk" / f"{component}.json").read_text())
