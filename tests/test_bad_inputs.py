@@ -448,9 +448,8 @@ def _assert_refused(proc, expect, workdir, left=()):
 # Through the CLI: the checks above are what the workflow's parse calls (rules/common.smk), and one refusal lists
 # every problem, so one Snakemake run per stage of the check shows that each kind reaches the user, with its file
 # and line, before any job; one a dry-run (nothing at all written), one a run (no result, model or log). The
-# schema stage: YAML's surprises, a
-# duplicate key, an empty mapping, NaN, an unknown Anny key, a stage's own schema slice (config/schema.d) and a
-# --config value; all of them in one --configfile and one --config.
+# schema stage: YAML's surprises, a duplicate key, an empty mapping, NaN, an unknown Anny key, a stage's own
+# schema slice (config/schema.d) and a --config value, all in one --configfile and one --config.
 SCHEMA_STAGE = ("render:\n  camera:\n    elevation_deg: .nan\n  image_size: 512\n  image_size: 600\n"
                 "  body:\n    phenotype: {wingspan: 0.5}\n"
                 "conditions: {}\nfit:\n  min_keypoint_score: 1e-3\nlora:\n  target_modules: [to_q, to_qq]\n")
