@@ -154,6 +154,16 @@ CONFIG_CASES = [
     ("conditions:\n  B: {references: [0, 91]}\n", "conditions.B.references[1] = 91"),
     ("conditions:\n  B: {prompt: 'turn around'}\n", "the template must contain {azimuth}"),
     ("conditions:\n  B: {prompt: 'turn to {angle}'}\n", "unknown placeholder(s) ['angle']"),
+    # (these seven were tests/test_workflow.py's, each through its own Snakemake; the CLI's wiring of the same
+    # check is test_cli_refuses_every_problem_*, below)
+    ("azimuths: [0, 45, 400]\n", "azimuths[2] = 400: not allowed; allowed: a whole number >= 0 and < 360"),
+    ("ladder:\n  azimuths: [-5]\n", "ladder.azimuths[0] = -5: not allowed"),
+    ("conditions:\n  A: {references: [], prompt: 'x {azimuth}'}\n", "conditions.A.references = []: not allowed"),
+    ("conditions:\n  A: {references: [0, 100], prompt: 'x {azimuth}'}\n",
+     "conditions.A.references[1] = 100: no render at that azimuth"),
+    ("conditions:\n  D: {}\n", "conditions.D = {}: an empty mapping does not empty it"),
+    ("conditions:\n  A: {references: [0], prompt: 'no placeholder'}\n",
+     "conditions.A.prompt = 'no placeholder': the template must contain {azimuth}"),
     # the file itself
     ("- 1\n- 2\n", "extra.yaml: holds list, not a mapping of config keys"),
     ("render:\n  camera: [1\n", "extra.yaml, line 3, column 1: expected ',' or ']'"),
@@ -423,34 +433,57 @@ def test_the_config_check_imports_neither_anny_nor_torch():
 
 
 # -------------------------------------------------------------------------------- the CLI
-CLI_CASES = [
-    ("render:\n  camera:\n    elevation_deg: .nan\n", (), "render.camera.elevation_deg = .nan: NaN is not a number"),
-    ("render:\n  image_size: 512\n  image_size: 600\n", (), "key 'image_size' appears twice in one mapping (first on line 2)"),
-    ("conditions: {}\n", (), "conditions = {}: an empty mapping does not empty it"),
-    ("render:\n  body:\n    phenotype: {wingspan: 0.5}\n", (), "render.body.phenotype.wingspan: unknown phenotype key"),
-    (None, ("--config", "model_set=smoke", "seed=1e23"), "--config: seed = 1e+23: a decimal number"),
-    ("fit:\n  min_keypoint_score: 1e-3\n", (), "'1e-3' is text in YAML: write 1.0e-3"),
+def _assert_refused(proc, expect, workdir, left=()):
+    """Refused, saying `expect` (one text or several); nothing in `workdir` but `left` (Snakemake's own .snakemake,
+    which a run that is not a dry-run makes before it reads the workflow)."""
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    for words in ([expect] if isinstance(expect, str) else expect):
+        assert words in out, (words, out)
+    assert "invalid" in out and "nothing was run or written" in out, out
+    assert "Traceback" not in out, out
+    assert sorted(p.name for p in workdir.iterdir()) == sorted(left), "the refused run wrote into its working directory"
+
+
+# Through the CLI: the checks above are what the workflow's parse calls (rules/common.smk), and one refusal lists
+# every problem, so one Snakemake run per stage of the check shows that each kind reaches the user, with its file
+# and line, before any job; one a dry-run (nothing at all written), one a run (no result, model or log). The
+# schema stage: YAML's surprises, a duplicate key, an empty mapping, NaN, an unknown Anny key, a stage's own
+# schema slice (config/schema.d) and a --config value, all in one --configfile and one --config.
+SCHEMA_STAGE = ("render:\n  camera:\n    elevation_deg: .nan\n  image_size: 512\n  image_size: 600\n"
+                "  body:\n    phenotype: {wingspan: 0.5}\n"
+                "conditions: {}\nfit:\n  min_keypoint_score: 1e-3\nlora:\n  target_modules: [to_q, to_qq]\n")
+SCHEMA_STAGE_SAYS = [
+    "extra.yaml, line 3: render.camera.elevation_deg = .nan: NaN is not a number",
+    "extra.yaml, line 5, column 3: key 'image_size' appears twice in one mapping (first on line 4)",
+    "extra.yaml, line 8: conditions = {}: an empty mapping does not empty it",
+    "extra.yaml, line 7: render.body.phenotype.wingspan: unknown phenotype key",
+    "extra.yaml, line 10: fit.min_keypoint_score = '1e-3': '1e-3' is text in YAML: write 1.0e-3",
+    "extra.yaml, line 12: lora.target_modules[1] = 'to_qq': not allowed",   # the schema slice's own enum
+    "--config: seed = 1e+23: a decimal number",
+]
+# The checks across keys, after the schema passes: the experiment's, and the restyle and LoRA stages'.
+CROSS_STAGE = ("conditions:\n  A: {references: [0, 100], prompt: 'no placeholder'}\n"
+               "restyle:\n  styles:\n    ink: ''\nlora:\n  smoke:\n    count: 50\n")
+CROSS_STAGE_SAYS = [
+    "conditions.A.references[1] = 100: no render at that azimuth",
+    "conditions.A.prompt = 'no placeholder': the template must contain {azimuth}",
+    "restyle.styles.ink = '': an empty instruction",
+    "lora.smoke.count = 50: more records than azimuth pairs",
 ]
 
 
-def _assert_refused(proc, expect, workdir):
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out
-    assert expect in out, out
-    assert "invalid" in out and "nothing was run or written" in out, out
-    assert "Traceback" not in out, out
-    assert sorted(p.name for p in workdir.iterdir()) == [], "the refused run wrote into its working directory"
-
-
-@pytest.mark.parametrize("extra,args,expect", CLI_CASES, ids=[f"cli-{i}" for i in range(len(CLI_CASES))])
-def test_cli_refuses_before_any_job_and_writes_nothing(tmp_path, extra, args, expect):
+@pytest.mark.parametrize("extra,args,expect,left", [
+    (SCHEMA_STAGE, ("-n", "--config", "model_set=smoke", "seed=1e23"), SCHEMA_STAGE_SAYS, []),
+    (CROSS_STAGE, (), CROSS_STAGE_SAYS, [".snakemake"]),
+], ids=["schema-dry-run", "across-keys-run"])
+def test_cli_refuses_every_problem_before_any_job_and_writes_nothing(tmp_path, extra, args, expect, left):
     workdir = tmp_path / "work"
     workdir.mkdir()
-    argv = ["-n", "results/ladder.csv", *args]
-    if extra is not None:
-        (tmp_path / "extra.yaml").write_text(extra)
-        argv.append(f"--configfile={tmp_path / 'extra.yaml'}")
-    _assert_refused(run_snakemake(workdir, *argv, check=False, timeout=120), expect, workdir)
+    (tmp_path / "extra.yaml").write_text(extra)
+    argv = [f"--configfile={tmp_path / 'extra.yaml'}", *args, "--", "results/ladder.csv",
+            "results/drift/ink.csv", "results/lora/camera.safetensors"]
+    _assert_refused(run_snakemake(workdir, *argv, check=False, timeout=120), expect, workdir, left)
 
 
 def _repo_copy(tmp_path: Path) -> Path:

@@ -339,6 +339,9 @@ def checked(tmp_path: Path, lora_cfg: dict, **top) -> str:
     ({"frozen_dtype": "fp16"}, "lora.frozen_dtype = 'fp16'"),
     ({"target_modules": []}, "lora.target_modules = []"),
     ({"target_modules": ["to_q", "add_q_proj"]}, "lora.target_modules[1] = 'add_q_proj'"),
+    # the schema holds the names the generator's LoRA reader loads (fourloops.lora_file.LORA_TARGET_MODULES); this
+    # and lora.smoke.count also through the CLI: tests/test_bad_inputs.py::test_cli_refuses_every_problem_*
+    ({"target_modules": ["to_q", "to_qq"]}, "lora.target_modules[1] = 'to_qq': not allowed"),
 ])
 def test_bad_lora_config_is_refused_at_parse_time(tmp_path, lora_cfg, expect):
     msg = checked(tmp_path, lora_cfg)
@@ -381,29 +384,6 @@ def test_the_described_lora_targets_are_the_transformer_classes_own():
     with torch.device("meta"):
         model = sizing._class(arch["class"])(**arch["config"])
     assert arch["lora_targets"] == lora.target_names(model)
-
-
-def test_a_target_module_the_transformer_lacks_is_refused_before_any_job(tmp_path):
-    cfg = tmp_path / "targets.yaml"
-    cfg.write_text("lora:\n  target_modules: [to_q, to_qq]\n")
-    work = tmp_path / "work"
-    work.mkdir()
-    proc = run_snakemake(work, f"--configfile={cfg}", "results/ladder.csv", check=False)
-    out = proc.stdout + proc.stderr
-    # the schema holds the names the generator's LoRA reader loads (fourloops.lora_file.LORA_TARGET_MODULES)
-    assert proc.returncode != 0 and "lora.target_modules[1] = 'to_qq': not allowed" in out, out[-3000:]
-    assert "Traceback" not in out
-    assert not (work / "results").exists() and not (work / "models").exists()
-
-
-def test_more_records_than_pairs_is_refused_by_the_cli_before_any_job(tmp_path):
-    cfg = tmp_path / "many.yaml"
-    cfg.write_text("lora:\n  smoke:\n    count: 50\n")
-    work = tmp_path / "work"
-    work.mkdir()
-    proc = run_snakemake(work, f"--configfile={cfg}", "results/lora/camera.safetensors", check=False)
-    assert proc.returncode != 0 and "lora.smoke.count = 50" in proc.stdout + proc.stderr
-    assert not (work / "results").exists()
 
 
 def test_a_resolution_the_backend_cannot_take_is_refused_before_any_step(inputs):

@@ -159,11 +159,7 @@ def test_container_job_on_a_pod_runs_in_the_dfc_venv_built_once_from_the_uploade
                 assert value not in f.read_text(errors="replace"), f"{name} leaked into {f}"
 
 
-@pytest.mark.parametrize("case", ["unset", "missing", "directory", "not_linux", "not_dfc"])
-def test_a_bad_dfc_wheel_is_refused_before_any_pod_is_rented(built_copy, runpod_standin, tmp_path, case):
-    """hef.dfc_wheel unset, missing, a directory, or not a Linux x86_64 DFC wheel: one clear error naming the key,
-    the value and the Hailo developer zone; no pod created, no API request."""
-    work = built_copy
+def _bad_wheel(tmp_path: Path, case: str) -> str | None:
     value = {
         "unset": None,
         "missing": str(tmp_path / "hailo_dataflow_compiler-5.0.0-py3-none-linux_x86_64.whl"),
@@ -173,18 +169,43 @@ def test_a_bad_dfc_wheel_is_refused_before_any_pod_is_rented(built_copy, runpod_
     }[case]
     if case in ("not_linux", "not_dfc"):
         Path(value).write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip: the name is what is wrong
-    cmd = _cmd(work, runpod_standin, f"results/hef/{MODEL}.hef", extra=(
-        f"--configfile={_configfile(tmp_path, dfc_wheel=value)}", "--resources=vram_mb=46000"))
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=work, timeout=200, env=_env(tmp_path))
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0
+    return value
+
+
+def _assert_names_the_wheel(out: str, case: str, value: str | None) -> None:
     key = "hef.dfc_wheel is not set" if value is None else f"hef.dfc_wheel = {value!r}"
     assert key in out and "Hailo developer zone (https://hailo.ai/developer-zone/)" in out, out[-3000:]
     assert {"missing": "no such file", "directory": "is not a file", "not_linux": "is not a Linux x86_64",
             "not_dfc": "is not a Linux x86_64", "unset": "not set"}[case] in out
     assert "nothing was rented" in out
+
+
+def test_a_bad_dfc_wheel_is_refused_before_any_pod_is_rented(built_copy, runpod_standin, tmp_path):
+    """hef.dfc_wheel unset: one clear error naming the key and the Hailo developer zone; no pod created, no API
+    request, no job run. (Each other bad wheel takes this same path, the executor's DfcWheel.from_config: below.)"""
+    work = built_copy
+    value = _bad_wheel(tmp_path, "unset")
+    cmd = _cmd(work, runpod_standin, f"results/hef/{MODEL}.hef", extra=(
+        f"--configfile={_configfile(tmp_path, dfc_wheel=value)}", "--resources=vram_mb=46000"))
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=work, timeout=200, env=_env(tmp_path))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    _assert_names_the_wheel(out, "unset", value)
     assert runpod_standin.pods == {} and runpod_standin.create_attempts == []
     assert not re.search(r"^localrule hef_export:", out, re.M)  # before any job, not only before the pod
+
+
+@pytest.mark.parametrize("case", ["unset", "missing", "directory", "not_linux", "not_dfc"])
+def test_a_bad_dfc_wheel_is_named_by_the_executors_check(tmp_path, case):
+    """hef.dfc_wheel unset, missing, a directory, or not a Linux x86_64 DFC wheel: the message the executor stops
+    with (its check before any pod, through the CLI above), naming the key, the value and the Hailo developer zone."""
+    from snakemake_executor_plugin_runpod.dfcvenv import DfcWheel
+    from snakemake_executor_plugin_runpod.settings import SettingsError
+
+    value = _bad_wheel(tmp_path, case)
+    with pytest.raises(SettingsError) as err:
+        DfcWheel.from_config({"dfc_wheel": value})
+    _assert_names_the_wheel(str(err.value), case, value)
 
 
 def test_which_wheel_names_are_a_linux_x86_64_dfc_wheel(tmp_path):

@@ -118,15 +118,6 @@ def test_bad_restyle_and_drift_config_is_refused(tmp_path, extra, expect):
     assert expect in refusal(tmp_path, extra)
 
 
-def test_a_refused_restyle_config_writes_nothing(tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    (tmp_path / "bad.yaml").write_text("restyle:\n  styles:\n    ink: ''\n")
-    proc = run_snakemake(work, f"--configfile={tmp_path / 'bad.yaml'}", "-n", "results/drift/ink.csv", check=False)
-    assert proc.returncode != 0 and "restyle.styles.ink = '': an empty instruction" in proc.stderr + proc.stdout
-    assert sorted(p.name for p in work.iterdir()) == []
-
-
 # ----------------------------------------------------------------------------- the smoke sub-DAG
 STYLES = INK
 
