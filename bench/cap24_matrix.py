@@ -146,7 +146,8 @@ def counts(body: list[dict]) -> dict:
     # that failed for another reason (a missing package) or that Snakemake never started has no verdict to judge
     other = [r for r in ran if r["under the cap"] in ("failed (not memory)", "not run (the run stopped first)")]
     out = {"admitted, completed under the cap": sum(r["under the cap"] == "completed" for r in ran),
-           "admitted, failed under the cap (false admits)": sum(r["under the cap"] != "completed" for r in ran) - len(other),
+           "admitted, failed under the cap (false admits)": sum(r["under the cap"] != "completed" and r not in other
+                                                                for r in ran),
            "admitted, not run under the cap": len(adm) - len(ran),
            "refused, out of memory under the cap": sum(r["under the cap"] == "out of memory" for r in ref),
            "refused, completed under the cap (false refusals)": sum(r["under the cap"] == "completed" for r in ref),
