@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU jobs through Snakemake itself on one lent GPU with no network, with the sizing model set (profiles/sizing-gpu):
 # the sizing builds and a probe per component (unless carried), the held-out sizing probes, then the whole DAG under
-# a 24 GiB cap, asked and admitted by the desk's walls (the 24 GiB confusion matrix), then Qwen-Image-Edit NF4 under
-# the cap; raw records to $OUT. GPU_RUN_SEEDS_LORA=1 also runs the seeds' LoRA setup under the cap (a job the desk's walls refuse).
+# a 24 GiB cap, asked and admitted by the desk's walls (the 24 GiB confusion matrix), the ladder's GPU jobs once more
+# (repeat), then Qwen-Image-Edit NF4 under the cap when QWEN_SIZES names sizes; raw records to $OUT. GPU_RUN_SEEDS_LORA=1 also runs the seeds' LoRA setup under the cap (a job the desk's walls refuse).
 #
 # Here (with network), once: the wheels the GPU machine's own Python 3.12 + torch lacks (bench/gpu_wheels.sh), the
 # pinned OmniGen2 package in .carry/omnigen2, a git bundle of HEAD (so each job's provenance names a clean commit),
@@ -90,29 +90,48 @@ all() {
   echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
   cp "$RUN"/plan-before*.json sizing/ 2>/dev/null
   collect dag
-  # Qwen-Image-Edit last: its 54 GiB sizing build and the others' do not fit the disk together
-  rm -rf sizing/models "$RUN"/heldout/models "$RUN"/lora_probe
-  qwen_image
-  collect qwen
+  repeat
+  # Qwen-Image-Edit last, when QWEN_SIZES names sizes: its 54 GiB sizing build and the others' do not fit the disk
+  # together (the fourth run measured 512 and 768 px, the fifth 640 and 1024)
+  if [ -n "${QWEN_SIZES:-}" ]; then
+    rm -rf sizing/models "$RUN"/heldout/models "$RUN"/lora_probe
+    qwen_image
+    collect qwen
+  fi
   touch "$RUN/done"
+}
+
+repeat() {  # the ladder's generator and keypoints jobs once more, forced, on the same machine with the same probes
+  # (2026-12-02, sixth run): the same job's seconds twice in one session, the floor under any forecast's error (the
+  # fourth and fifth runs' same generate job took 44.6 and 62.8 s, on two lent machines)
+  say "repeat: the ladder's generate and keypoints jobs again (--forcerun generate), same probes, same cap"
+  mkdir -p "$RUN/repeat"
+  python3 -m fourloops.cli plan "${PROFILE[@]}" --json results/ladder.csv > "$RUN/repeat/plan-before.json"
+  FOURLOOPS_VRAM_CAP_GIB=24 timeout "${REPEAT_SECONDS:-330}" python3 -m snakemake "${PROFILE[@]}" --config \
+    model_set=sizing machine=desk --resources vram_mb=24576 --forcerun generate -- results/ladder.csv \
+    > "$RUN/repeat/cap24-admitted.log" 2>&1
+  echo "exit $?" >> "$RUN/repeat/cap24-admitted.log"; tail -3 "$RUN/repeat/cap24-admitted.log"
+  collect repeat
 }
 
 # the capped run's targets: the whole DAG, or GPU_RUN_TARGETS (2026-12-02's second run, with 20 device minutes left:
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-02, fifth run; memory: few
-  # steps and items, each in its own process): the generator at 640 px, a size never measured, at bf16 with 1 and
-  # 3 references and at nf4 with 2; the scorer at nf4 grading 640 px images; the detector at 3 and 24 images a
-  # call; LoRA steps at 896 px rank 16 and at 512 px rank 32 (bf16 frozen, embeddings precomputed)
+heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-02, sixth run; memory: few
+  # steps and items, each in its own process): the generator between two measured sizes (bf16 at 832 px with 2
+  # references, nf4 at 896 with 1), where activations_between reads them; the scorer at bf16 grading 832 px images
+  # and at nf4 grading 896; the detector at 12 and 40 images a call (activations_batch_shared; 40 is past every
+  # probe); LoRA steps at 704 px rank 8 (between 640 and 768) and at 1024 px rank 16 (past 896). The fifth run's
+  # were 640 px (generator, scorer), the detector at 3 and 24, LoRA 896 r16 and 512 r32.
   say "held-out probes"
   local work=$RUN/heldout; mkdir -p "$work/models"
   for c in omnigen2 detector scorer; do ln -sfn "$REPO/sizing/models/sizing/$c" "$work/models/$c"; done
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-max-new-tokens 48)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 640 --items 2 --references 1 3 \
-    --omnigen2-precisions bf16 --scorer-precisions nf4 --no-detector --lora-steps bf16:precomputed:896:16
-  python3 bench/sizing_gpu.py "${common[@]}" --size 640 --items 1 --references 2 \
-    --omnigen2-precisions nf4 --scorer-precisions --detector-batches 3 24 --lora-steps bf16:precomputed:512:32
+  python3 bench/sizing_gpu.py "${common[@]}" --size 832 --items 2 --references 2 \
+    --omnigen2-precisions bf16 --scorer-precisions bf16 --no-detector --lora-steps bf16:precomputed:704:8
+  python3 bench/sizing_gpu.py "${common[@]}" --size 896 --items 1 --references 1 \
+    --omnigen2-precisions nf4 --scorer-precisions nf4 --detector-batches 12 40 --lora-steps bf16:precomputed:1024:16
 }
 
 lora_probe() {  # the LoRA step at the run's own settings (bf16 frozen, embeddings precomputed, 512 px, rank 8), timed
@@ -137,12 +156,12 @@ cap24_refused() {  # the seeds' LoRA setup: the desk's walls refuse it; run capp
   rm -rf sizing/results/lora/camera.safetensors sizing/results/lora/.camera*
 }
 
-qwen_image() {  # Qwen-Image-Edit-Plus (54 GiB on disk), NF4 under the 24 GiB cap at QWEN_SIZES (default 640 and 1024 px,
-  # sizes no record measured; the walls' verdicts are in plan-qwen.txt, made here before they run). The third run
+qwen_image() {  # Qwen-Image-Edit-Plus (54 GiB on disk), NF4 under the 24 GiB cap at QWEN_SIZES (the fifth run: 640 and
+  # 1024 px; the walls' verdicts are in plan-qwen.txt, made here before they run). The third run
   # measured NF4 uncapped and bf16 capped, the fourth NF4 capped at 512 and 768.
-  say "qwen_image_edit_plus: nf4 under a 24 GiB cap, ${QWEN_SIZES:-640 1024} px"
+  say "qwen_image_edit_plus: nf4 under a 24 GiB cap, $QWEN_SIZES px"
   local work=$RUN/qwen; mkdir -p "$work/models"
-  local size; for size in ${QWEN_SIZES:-640 1024}; do
+  local size; for size in $QWEN_SIZES; do
     python3 -c "import sys, yaml; sys.path.insert(0, 'src'); from fourloops import asks
 f = asks.load_facts('config/models.yaml')
 a = asks.generator_ask(f, {'backend': 'qwen_image_edit_plus', 'precision': 'nf4', 'size': $size, 'device': 'cuda'})
@@ -158,7 +177,7 @@ collect() {  # what comes back: records, logs, benchmarks, tables (no images, no
   local name=$1
   say "collect $name"
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d carried.txt plan-before*.json heldout/records qwen/records qwen/plan-qwen.txt cap24-* 2>/dev/null) 2>/dev/null
+    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d carried.txt plan-before*.json heldout/records qwen/records qwen/plan-qwen.txt cap24-* repeat 2>/dev/null) 2>/dev/null
   ls -la "$RUN"/*.tar.gz
 }
 

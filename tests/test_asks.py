@@ -37,6 +37,17 @@ def test_activations_between_two_measured_resolutions_are_linear_in_the_pixel_co
     assert asks._activation(model, "inference", 256, "pixels_linear") == pytest.approx(0.25)
 
 
+def test_a_batched_call_holds_a_share_of_one_images_activations_once_and_the_rest_per_image():
+    # 1 GiB of weights, 0.5 GiB of activations an image, a share of 0.2 held once: 8 images -> 0.5 x (0.2 + 0.8 x 8)
+    facts = {"bytes_per_param": {"fp32": 4.0}, "models": {"m": {
+        "components": {"model": {"params": 2 ** 30 / 4}}, "activations_gib": {"inference": {576: 0.5}},
+        "activations_batch_shared": 0.2}}}
+    gib, _ = asks.estimate_vram_gib(facts, "m", precision="fp32", resolution=576, batch=8)
+    assert gib == pytest.approx(1.0 + 0.5 * 6.6)
+    del facts["models"]["m"]["activations_batch_shared"]  # older facts: one image's activations x the batch
+    assert asks.estimate_vram_gib(facts, "m", precision="fp32", resolution=576, batch=8)[0] == pytest.approx(5.0)
+
+
 def test_every_measured_row_names_its_source():
     assert len(ROWS) >= 25
     for p in ROWS:
@@ -158,6 +169,9 @@ def test_models_yaml_holds_the_overheads_and_per_token_figure_the_records_give(w
         assert FACTS["process_overhead"][kind] == {k: got[k] for k in keys}, kind
     assert FACTS["models"]["qwen3_vl_8b"]["activations_gib_per_prompt_token"] == \
         fitted["activations_gib_per_prompt_token"]
+    det = FACTS["models"]["rfdetr_keypoint_preview"]
+    assert det["activations_gib"]["inference"][576] == fitted["detector_activations_576"]
+    assert det["activations_batch_shared"] == fitted["activations_batch_shared"]
 
 
 def test_no_wall_ask_is_below_what_the_driver_saw_in_any_committed_gpu_record(walls_fit):

@@ -135,7 +135,11 @@ def estimate_vram_gib(
                 dtype = model.get("lora_text_encoder_dtype", "bf16")
         parts[f"{name} ({dtype})"] = component_gib(facts, model, name, dtype)
     if mode == "inference":
-        parts[f"activations (inference, {resolution or '-'} px x {batch})"] = _activation(model, "inference", resolution, facts.get("activations_between")) * batch
+        # a batched call holds a share of one image's activations once (models.yaml activations_batch_shared,
+        # fitted by bench/walls_fit.py on the detector's 1- and 32-image probes); the rest grows with the batch
+        shared = float(model.get("activations_batch_shared", 0.0))
+        parts[f"activations (inference, {resolution or '-'} px x {batch})"] = _activation(
+            model, "inference", resolution, facts.get("activations_between")) * (shared + (1 - shared) * batch)
     elif mode == "lora_step":
         parts[f"activations (lora step, {resolution} px)"] = _activation(model, "lora_step", resolution, facts.get("activations_between")) * batch
         if (frozen_dtype or "bf16") == "fp32":
