@@ -115,6 +115,7 @@ def summary(body: list[dict]) -> list[str]:
         f"records from a dirty tree: {len(dirty)} of {len(body)}",
         f"forecast/actual, forecast from a probe: {_span(probed)} ({len(probed)} jobs); "
         f"from an estimate: {_span(guessed)} ({len(guessed)} jobs)",
+        f"forecast from a probe within 20% of actual: {sum(abs(x - 1) <= 0.20 for x in probed)} of {len(probed)} jobs",
     ]
 
 

@@ -182,7 +182,7 @@ def test_no_wall_ask_is_below_what_the_driver_saw_in_any_committed_gpu_record(wa
         assert ask >= row["nvml"], (row["record"], row["key"], ask, row["nvml"], source)
 
 
-@pytest.mark.parametrize("name", ["third", "fourth", "fifth"])
+@pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth"])
 def test_the_held_out_probes_are_judged_by_facts_fitted_without_them_and_each_is_in_the_table(walls_fit, name):
     # each GPU run's held-out probes: the facts it was asked with (models-before.yaml, its commit's models.yaml)
     # are what the fit gives from the records before it alone, and none of its probes is one of those
@@ -209,10 +209,26 @@ def test_no_committed_gpu_record_held_more_host_memory_than_its_ram_ask(walls_fi
         assert ram.value >= row["rss"], (row["record"], row["key"], ram.value, row["rss"], ram.source)
 
 
+def test_the_bounded_form_covers_every_record_with_a_capped_slack_and_caps_a_larger_pass(walls_fit):
+    # slack 0.1 GiB over 0.5 of activations, 0.2 over 2.5: with no allocator reserve, 0.2 a GiB of activations
+    # covers both and the cap is the larger slack; a pass of 10.5 GiB then gets the cap, not 2.1
+    rows = [{"kind": "detector", "sample": "in-sample", "allocated": a, "weights": 9.5, "reserved": a + slack,
+             "nvml": a + slack + 0.7} for a, slack in ((10.0, 0.1), (12.0, 0.2))]
+    fitted = walls_fit.fit_bounded(rows + [{**r, "kind": k} for k in walls_fit.KINDS if k != "detector" for r in rows],
+                                   {k: 0.7 for k in walls_fit.KINDS})["detector"]
+    assert fitted == {"allocator_reserve": 0.0, "activations_reserve": 0.2, "slack_cap_gib": 0.2,
+                      "cuda_context_gib": 0.7}
+    assert walls_fit.bounded_gib({"allocated": 20.0, "weights": 9.5}, fitted) == pytest.approx(20.0 + 0.2 + 0.7)
+    assert walls_fit.model_gib({"allocated": 20.0, "weights": 9.5}, fitted) == pytest.approx(20.0 + 2.1 + 0.7)
+
+
 def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_fit):
     quoted = [line[2:] for line in walls_fit.TABLE.read_text().splitlines() if line.startswith("- held-out configurations")]
     readme = " ".join((REPO / "README.md").read_text().split())
     assert len(quoted) == len(walls_fit.HELDOUT_RUNS) and all(q in readme for q in quoted), quoted
+    # and the two overhead forms, each fitted on the records before a run, on that run's held-out probes
+    bounded = [line[2:] for line in walls_fit.TABLE.read_text().splitlines() if "; bounded " in line]
+    assert len(bounded) == len(walls_fit.HELDOUT_RUNS) and all(q in readme for q in bounded), bounded
 
 
 def test_the_gpu_run_table_puts_each_jobs_ask_beside_what_the_driver_saw_and_flags_any_below(tmp_path, gpu_table):
@@ -249,6 +265,7 @@ CAP24_RUN = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-cap24"
 RUN3 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run3"
 RUN4 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run4"
 RUN5 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run5"
+RUN6 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run6"
 
 
 # what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
@@ -263,16 +280,25 @@ def _quoted_summary(text: str) -> list[str]:
     return [line[2:] for line in text.split("## Summary\n", 1)[1].splitlines() if line.startswith("- ")]
 
 
-@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6], ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)
     assert text == (run / "table.md").read_text()
     quoted = _quoted_summary(text)
     runs = GPU_RUNS_DOC.read_text()
-    assert len(quoted) == 4 and all(q in runs for q in quoted), [q for q in quoted if q not in runs]
+    assert len(quoted) == 5 and all(q in runs for q in quoted), [q for q in quoted if q not in runs]
 
 
-@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5], ids=lambda p: p.name)
+def test_the_same_jobs_twice_table_regenerates_and_the_account_quotes_it():
+    # the sixth run's repeat pass (bench/gpu_run.sh repeat): each job's seconds against its first pass's
+    repeat = RUN6.with_name(RUN6.name + "-repeat")
+    text = _bench("gpu_repeat").table(repeat)
+    assert text == (repeat / "repeat.md").read_text()
+    (line,) = _quoted_summary(text)
+    assert line.startswith("jobs run twice: 6;") and line in GPU_RUNS_DOC.read_text()
+
+
+@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6], ids=lambda p: p.name)
 def test_the_committed_24_gib_matrix_regenerates_from_its_records_and_the_readme_quotes_it(run):
     cap24 = _bench("cap24_matrix")
     text = cap24.matrix(run)
