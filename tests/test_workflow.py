@@ -109,6 +109,9 @@ def test_every_job_leaves_provenance_without_secrets(smoke_run):
     assert all(len(i["sha256"]) == 64 for i in gen["inputs"])
     assert {"commit", "dirty"} <= set(gen["code"])
     assert gen["models"][0]["revision"]
+    # a keypoints job says where its seconds went: the detector's load, then each image
+    kp = json.loads((workdir / "results" / "provenance" / "keypoints" / "render.json").read_text())
+    assert kp["timing"]["load_seconds"] > 0 and len(kp["timing"]["image_seconds"]) == len(kp["params"]["azimuths"])
     # no secret anywhere: results, logs, benchmarks, .snakemake metadata
     for path in workdir.rglob("*"):
         if path.is_file() and path.stat().st_size < 50_000_000:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from fourloops.card import check_card
 from fourloops.io import write_json
 from fourloops import model_sets
@@ -23,12 +25,17 @@ def keypoints_stage(
         detector["weights"], device=detector["device"], resolution=int(detector["resolution"]),
         num_windows=int(detector["num_windows"]),
     )
+    seconds = []
     for azimuth, image, out in zip(azimuths, images, points_out):
+        t0 = time.perf_counter()
         with Image.open(image) as im:
             record = det.detect(im.convert("RGB"))
+        seconds.append(round(time.perf_counter() - t0, 4))
         record.update(image=str(image), azimuth_requested=int(azimuth))
         write_json(out, record)
-    return {"models": [det.describe()], "precision": "fp32"}
+    # where the job's seconds went (a forecast's parts: the load, then each image, the first with its warm-up)
+    return {"models": [det.describe()], "precision": "fp32",
+            "timing": {"load_seconds": round(det.load_seconds, 4), "image_seconds": seconds}}
 
 
 # ------------------------------------------------------------------------------------ declaration
