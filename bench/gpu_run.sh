@@ -106,7 +106,10 @@ repeat() {  # the ladder's generator and keypoints jobs once more, forced, on th
   # fourth and fifth runs' same generate job took 44.6 and 62.8 s, on two lent machines)
   say "repeat: the ladder's generate and keypoints jobs again (--forcerun generate), same probes, same cap"
   mkdir -p "$RUN/repeat"
-  python3 -m fourloops.cli plan "${PROFILE[@]}" --json results/ladder.csv > "$RUN/repeat/plan-before.json"
+  # the forced jobs' forecast: their benchmark history from the pass before (the sixth run planned without
+  # --forcerun, so its repeat's plan held no job)
+  python3 -m fourloops.cli plan "${PROFILE[@]}" --json --forcerun generate -- results/ladder.csv \
+    > "$RUN/repeat/plan-before.json"
   FOURLOOPS_VRAM_CAP_GIB=24 timeout "${REPEAT_SECONDS:-330}" python3 -m snakemake "${PROFILE[@]}" --config \
     model_set=sizing machine=desk --resources vram_mb=24576 --forcerun generate -- results/ladder.csv \
     > "$RUN/repeat/cap24-admitted.log" 2>&1

@@ -39,8 +39,15 @@ def test_fresh_workflow_plans_every_stage_because_outputs_are_missing(tmp_path):
     assert p["ok"]
 
 
-def test_built_workflow_has_nothing_to_plan(built_copy):
+def test_built_workflow_has_nothing_to_plan_but_what_it_is_told_to_run_again(built_copy):
     assert plan(built_copy, "results/ladder.csv")["jobs"] == []
+    # a forced rerun, as snakemake --forcerun: those jobs and what depends on them, each timed by its own last run
+    p = plan(built_copy, "--forcerun", "generate", "--", "results/ladder.csv")
+    got = sorted({j["rule"] for j in p["jobs"]})
+    assert got == ["fit", "generate", "keypoints_generated", "ladder"], got
+    gen = [j for j in p["jobs"] if j["rule"] == "generate"]
+    assert len(gen) == 4 and all("forced" in j["why"].lower() for j in gen), gen
+    assert all(j["seconds_source"].startswith("benchmark history") for j in gen), gen
 
 
 def test_changed_param_plans_only_what_depends_on_it(built_copy):

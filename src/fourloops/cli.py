@@ -27,6 +27,9 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
                                                "profiles/pod")
     p.add_argument("--config", nargs="*", default=[], help="key=value config overrides, as snakemake --config")
     p.add_argument("--configfile", nargs="*", default=[])
+    p.add_argument("--forcerun", nargs="*", default=[], metavar="RULE",
+                   help="plan these rules' jobs (and what depends on them) again, as snakemake --forcerun; end the "
+                        "list with -- before the targets")
 
 
 def plan(args) -> int:
@@ -44,6 +47,8 @@ def plan(args) -> int:
     # --machine is not passed as --config: a command-line --config replaces a profile's config list
     if args.config:
         argv += ["--config", *args.config]
+    if args.forcerun:
+        argv += ["--forcerun", *args.forcerun]
     result = planmod.run(argv + ["--", *args.targets] if args.targets else argv, args.machine)
     if args.json:
         print(json.dumps(result, indent=1))
