@@ -296,7 +296,7 @@ BUILD_RUNS = DAG_RUNS
 
 def build_rows() -> list[dict]:
     from fourloops import asks
-    from fourloops.stages.sizing import builds
+    from fourloops.stage import builds
 
     facts, declared = _facts(), builds()
     out = []

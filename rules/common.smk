@@ -1,7 +1,7 @@
 # Shared by the stage files: the config check, the run's names, wildcard constraints and the helpers every stage
 # file uses. A rule file's input and params functions are its own (src/fourloops/rule_functions/<file>.py, bound
 # to the config by `with_config` below); what a job asks, its lineage, the walls and the preflight come from the
-# stage declarations (src/fourloops/stages/*.py, read through fourloops.smk), not from here.
+# stage declarations (src/fourloops/declarations/*.py, read through fourloops.smk), not from here.
 import gc
 import json
 import os
@@ -83,7 +83,7 @@ from fourloops.hef import precision_problem
 if _precision_problem := precision_problem(config["hef"], FOURLOOPS.machines):
     raise WorkflowError(f"invalid config (nothing was run or written):\n  {_precision_problem}")
 # The LoRA's resolution and target modules against the architecture descriptions, not minutes into the run.
-from fourloops.lora import config_problems as lora_config_problems
+from fourloops.lora_config import config_problems as lora_config_problems
 
 if _lora_problems := lora_config_problems(config):
     raise WorkflowError("invalid config (nothing was run or written):\n  " + "\n  ".join(_lora_problems))

@@ -344,7 +344,7 @@ def test_the_24_gib_matrix_counts_a_job_the_desk_admits_that_fails_under_the_cap
 @pytest.mark.parametrize("component", ["omnigen2", "scorer"])
 def test_a_sizing_build_on_the_card_asks_what_the_driver_saw_of_it_on_the_h200(component, run):
     from fourloops.stage import AskContext
-    from fourloops.stages import sizing
+    from fourloops.declarations import sizing
 
     seen = json.loads((run / "sizing" / "results" / "provenance" / "sizing_model" / f"{component}.json").read_text())
     ask = sizing.ask(AskContext(FACTS), {"component": component}, {"device": "cuda"})

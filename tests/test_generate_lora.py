@@ -309,7 +309,7 @@ def test_generate_stage_refuses_a_missing_or_unasked_lora_and_writes_nothing(smo
 
 
 def test_needs_ask_for_peft_only_for_a_lora_condition(smoke_dir, tmp_path):
-    from fourloops.stages.generate import needs
+    from fourloops.declarations.generate import needs
 
     args = _stage_args(smoke_dir, tmp_path, lora=True)
     job = {k: args[k] for k in ("condition", "prompt", "lora", "azimuths", "seed", "model_set", "generator",

@@ -22,7 +22,7 @@ LAYERS = (
                                "io"}),
     ("config and machines", {"config", "machines", "card", "model_sets", "names"}),
     ("asks and preflight", {"asks", "preflight"}),
-    ("stage declarations", {"stage", "stages.*"}),
+    ("stage declarations and the jobs' code", {"stage", "stages.*", "declarations.*"}),
     ("walls", {"walls"}),
     ("placement and levers", {"slurm", "levers"}),
     ("the refusal report", {"refusal"}),

@@ -18,7 +18,7 @@ import torch
 import yaml
 
 from conftest import REPO, SNAKEMAKE, driver_sees, job_process, run_snakemake, snakemake_env
-from fourloops import asks, lora, lora_records, machines, refusal, walls
+from fourloops import asks, lora, lora_config, lora_records, machines, refusal, walls
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.config import ConfigError, check_config, schema_with_slices
 from fourloops.lora_file import LORA_METADATA_KEY, LORA_TARGET_MODULES
@@ -367,13 +367,13 @@ def filled(tmp_path: Path, lora_cfg: dict, **top) -> dict:
     ({"resolution": 500}, {"model_set": "smoke"}, "lora.resolution = 500"),
 ])
 def test_the_lora_config_is_held_to_the_architecture_descriptions(tmp_path, lora_cfg, top, expect):
-    problems = lora.config_problems(filled(tmp_path, lora_cfg, **top))
+    problems = lora_config.config_problems(filled(tmp_path, lora_cfg, **top))
     assert len(problems) == 1 and expect in problems[0], problems
 
 
 def test_the_default_lora_config_passes_the_architecture_check(tmp_path):
-    assert lora.config_problems(filled(tmp_path, {})) == []
-    assert lora.config_problems(filled(tmp_path, {}, model_set="smoke")) == []
+    assert lora_config.config_problems(filled(tmp_path, {})) == []
+    assert lora_config.config_problems(filled(tmp_path, {}, model_set="smoke")) == []
 
 
 def test_the_described_lora_targets_are_the_transformer_classes_own():

@@ -74,7 +74,7 @@ def test_a_model_directory_is_checked_by_its_index_and_weight_headers(tmp_path):
 def test_a_model_the_run_builds_is_not_missing_nor_unpinned_before_it_exists(tmp_path):
     """2026-12-02 on the H200: `snakemake probe` refused the sizing scorer as an unpinned hub id before its build."""
     from fourloops.preflight import Need, problems
-    from fourloops.stages.grades import scorer_needs
+    from fourloops.declarations.grades import scorer_needs
 
     base, adapter = tmp_path / "models/sizing/scorer/base", tmp_path / "models/sizing/scorer/adapter"
     needs = scorer_needs({"device": "cpu", "precision": "bf16", "base": str(base), "base_revision": None,

@@ -84,3 +84,9 @@ def test_the_layers_paragraph_is_the_layers_the_import_test_enforces():
                for name, members in re.findall(r"([^;()]+?) \(([^)]*)\)", para)]
     enforced = [(name.removeprefix("the "), set(members)) for name, members in LAYERS]
     assert written == enforced, f"README's layers {written} differ from tests/test_layers.py's {enforced}"
+
+
+def test_every_stage_module_has_its_declaration_and_the_layout_says_which_has_none():
+    """declarations/ pairs stages/ module for module; publish alone is declared with no code (it writes no outputs)."""
+    assert _stems("src/fourloops/declarations", "*.py") == _stems("src/fourloops/stages", "*.py") | {"publish"}
+    assert "one module per module of stages/, and publish" in " ".join(ENTRIES["declarations/"].split())

@@ -33,6 +33,17 @@ def test_every_rule_with_outputs_has_exactly_one_stage():
         stage_for("no_such_rule")
 
 
+def test_a_declaration_naming_no_code_module_is_refused(tmp_path, monkeypatch):
+    pkg = tmp_path / "typo_declarations"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "toy.py").write_text("from fourloops.stage import Stage\n"
+                                "STAGE = Stage(name='toy', code='fourloops.stages.toyy', rules=('toy',))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=r"typo_declarations.toy: code = 'fourloops.stages.toyy' names no module"):
+        registry("typo_declarations")
+
+
 def test_lineage_follows_the_imports_not_a_list():
     ladder = set(lineage.closure("fourloops.stages.ladder"))
     # stages/ladder.py imports fourloops.ladder, which imports camera and io: all three are in its lineage
@@ -66,14 +77,14 @@ def test_no_jobs_lineage_holds_a_rule_function():
     even where a stage module imports one (each says `LINEAGE = False`)."""
     for path in [*RULE_FUNCTIONS.glob("*.py"), REPO / "src" / "fourloops" / "names.py"]:
         assert lineage._follows(ast.parse(path.read_text())) is False, f"{path.name}: no `LINEAGE = False`"
-    for stage in {s.module for s in registry().values()}:
+    for stage in {s.code for s in registry().values() if s.code}:
         held = [m for m in lineage.closure(stage) if m.startswith("fourloops.rule_functions") or m == "fourloops.names"]
         assert held == [], f"{stage}'s lineage holds {held}"
 
 
 HEAVY = ("numpy", "scipy", "torch", "triton", "PIL", "pandas", "matplotlib", "transformers", "diffusers")
 DIGESTS = ("import sys\nfrom fourloops import lineage, smk\nfrom fourloops.stage import stages\n"
-           "print({s.module: lineage.code_digest(s.module) for s in stages()})\n"
+           "print({s.code: lineage.code_digest(s.code) for s in stages() if s.code})\n"
            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n")
 
 
@@ -127,12 +138,16 @@ with job(snakemake) as run:
 '''
 TOY_MODULE = '''"""A throwaway stage: counts the skeleton's joints (tests only)."""
 from fourloops.io import read_json, write_json
-from fourloops.stage import Knob, Stage
 
 
 def toy_stage(skeleton: str, out: str) -> dict:
     write_json(out, {"joints": len(read_json(skeleton)["names"])})
     return {}
+'''
+TOY_DECLARATION = '''"""The throwaway stage's declaration (tests only)."""
+LINEAGE = False
+
+from fourloops.stage import Knob, Stage
 
 
 def ask(ctx, wildcards, params):
@@ -148,7 +163,7 @@ def needs(params):
     return [Need("checkpoint", params["toy"]["weights"], rule="toy")]
 
 
-STAGE = Stage(name="toy", rules=("toy",), profile="pod", ask=ask, needs=needs,
+STAGE = Stage(name="toy", code="fourloops.stages.toy", rules=("toy",), profile="pod", ask=ask, needs=needs,
               knobs=(Knob(("toy",), "vram_gib", ("toy", "vram_gib"), "size", values=(20.0,)),))
 '''
 TOY_SCHEMA = '''description: The toy stage (tests only).
@@ -205,13 +220,14 @@ def add_toy(repo: Path) -> Path:
         (toy / "rules" / "toy.smk").write_text(TOY_RULE)
         (toy / "scripts" / "toy.py").write_text(TOY_SCRIPT)
         (toy / "src" / "fourloops" / "stages" / "toy.py").write_text(TOY_MODULE)
+        (toy / "src" / "fourloops" / "declarations" / "toy.py").write_text(TOY_DECLARATION)
         (toy / "config" / "schema.d").mkdir(exist_ok=True)
         (toy / "config" / "schema.d" / "toy.yaml").write_text(TOY_SCHEMA)
     return toy
 
 
 # A throwaway GPU stage: its component declared once (fourloops.stage.Gpu), its rule's input and params functions
-# in its own module, in its own five files.
+# in its own module, in its own six files.
 LAMP_RULE = """from fourloops.rule_functions.lamp import get_lamp_inputs, get_lamp_params
 
 
@@ -263,8 +279,25 @@ LAMP_MODULE = '''"""A throwaway GPU stage (tests only): its component is probed 
 import time
 from pathlib import Path
 
-from fourloops import model_sets
 from fourloops.io import read_json, write_json
+
+
+def probe_lamp(settings, memory, references, items, prompt):
+    t0 = time.perf_counter()
+    built = read_json(Path(settings["model"]) / "lamp.json")
+    rows = [{"seconds": 0.001} for _ in range(items)]
+    return time.perf_counter() - t0, {"weights_gib": None, "model": built}, [
+        {"error": None, "peak_vram_gib": None, "nvml_process_gib": None, "seconds_per_item": 0.001, "items": rows}]
+
+
+def build_lamp(out, device, texts, arch_dir):
+    write_json(Path(out) / "lamp.json", {"bulbs": 17})
+    return {"parts": {}, "classes": {"model": "lamp"}, "parameters": {"model": 17}, "save_seconds": 0.0}
+'''
+LAMP_DECLARATION = '''"""The lamp's declaration (tests only)."""
+LINEAGE = False
+
+from fourloops import model_sets
 from fourloops.stage import Build, Gpu, Knob, Stage
 
 
@@ -285,19 +318,6 @@ def gpu_ask(facts, s):
     return Ask.of(s["vram_gib"], 1.0, source="lamp: config lamp.vram_gib", devices=("cuda",) if s["vram_gib"] else ())
 
 
-def probe_lamp(settings, memory, references, items, prompt):
-    t0 = time.perf_counter()
-    built = read_json(Path(settings["model"]) / "lamp.json")
-    rows = [{"seconds": 0.001} for _ in range(items)]
-    return time.perf_counter() - t0, {"weights_gib": None, "model": built}, [
-        {"error": None, "peak_vram_gib": None, "nvml_process_gib": None, "seconds_per_item": 0.001, "items": rows}]
-
-
-def build_lamp(out, device, texts, arch_dir):
-    write_json(Path(out) / "lamp.json", {"bulbs": 17})
-    return {"parts": {}, "classes": {"model": "lamp"}, "parameters": {"model": 17}, "save_seconds": 0.0}
-
-
 LAMP = Gpu(name="lamp", key=key, probe="fourloops.stages.lamp:probe_lamp", settings=settings, ask=gpu_ask,
            knobs=(Knob((), "vram_gib", ("lamp", "vram_gib"), "size", values=(20.0,)),),
            builds=(Build("lamp", "rfdetr_keypoint_preview", "fp32", builder="fourloops.stages.lamp:build_lamp"),),
@@ -308,7 +328,8 @@ def ask(ctx, wildcards, params):
     return LAMP.ask(ctx.facts, params["lamp"])
 
 
-STAGE = Stage(name="lamp", rules=("lamp",), profile="desk", ask=ask, knobs=LAMP.knobs_at(("lamp",)), gpus=(LAMP,))
+STAGE = Stage(name="lamp", code="fourloops.stages.lamp", rules=("lamp",), profile="desk", ask=ask,
+              knobs=LAMP.knobs_at(("lamp",)), gpus=(LAMP,))
 '''
 LAMP_SCHEMA = """description: The lamp, a throwaway GPU stage (tests only).
 type: object
@@ -327,6 +348,7 @@ properties:
     default: cpu
 """
 LAMP_FILES = {"rules/lamp.smk": LAMP_RULE, "scripts/lamp.py": LAMP_SCRIPT, "src/fourloops/stages/lamp.py": LAMP_MODULE,
+              "src/fourloops/declarations/lamp.py": LAMP_DECLARATION,
               "src/fourloops/rule_functions/lamp.py": LAMP_FUNCTIONS, "config/schema.d/lamp.yaml": LAMP_SCHEMA}
 
 
@@ -337,7 +359,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def test_a_new_gpu_stage_in_its_own_files_is_refused_with_its_knob_and_probed_under_the_sizing_rules(repo_copy,
                                                                                                        tmp_path):
-    """Its rule, script, stage module, rule functions and config slice: the refusal reads the settings its params
+    """Its rule, script, code and declaration modules, rule functions and config slice: the refusal reads the settings its params
     function gives, and under the sizing set its input function makes its job read the build."""
     lamp = tmp_path / "lamp-repo"
     shutil.copytree(repo_copy, lamp, ignore=shutil.ignore_patterns("__pycache__"))
@@ -393,9 +415,10 @@ def edited(path: Path, append: str):
 
 def test_a_changed_module_marks_exactly_the_jobs_whose_code_imports_it(repo_copy, built_copy):
     assert "Nothing to be done" in (smk(repo_copy, built_copy, "-n", "results/ladder.csv")).stdout
-    with edited(repo_copy / "src" / "fourloops" / "cli.py", "\n# an edit no stage runs\n"):
-        proc = smk(repo_copy, built_copy, "-n", "results/ladder.csv")
-        assert "Nothing to be done" in proc.stdout, proc.stdout[-2000:]
+    for module in ("cli.py", "declarations/generate.py"):  # no stage runs either
+        with edited(repo_copy / "src" / "fourloops" / module, "\n# an edit no stage runs\n"):
+            proc = smk(repo_copy, built_copy, "-n", "results/ladder.csv")
+            assert "Nothing to be done" in proc.stdout, proc.stdout[-2000:]
     with edited(repo_copy / "src" / "fourloops" / "ladder.py", "\n# an edit only the ladder runs\n"):
         proc = smk(repo_copy, built_copy, "-n", "results/ladder.csv")
         assert planned(proc) == ["ladder"], proc.stdout[-3000:]
@@ -414,18 +437,36 @@ def code_digests(repo: Path, stages: tuple[str, ...]) -> dict[str, str]:
     return json.loads(proc.stdout)
 
 
-def test_generator_inference_is_no_part_of_the_loras_lineage(repo_copy):
-    """An edit to inference (fourloops.generate) retrains nothing; an edit to the LoRA's training does."""
-    stages = ("generate", "restyle", *LORA_STAGES)
-    before = code_digests(repo_copy, stages)
-    with edited(repo_copy / "src" / "fourloops" / "generate.py", "\n# an edit to inference only\n"):
-        after = code_digests(repo_copy, stages)
-    assert {s for s in stages if after[s] != before[s]} == {"generate", "restyle"}
-    with edited(repo_copy / "src" / "fourloops" / "lora.py", "\n# an edit to the LoRA's training\n"):
-        after = code_digests(repo_copy, stages)
-    assert {s for s in stages if after[s] != before[s]} == {"lora_train"}
-    for stage in LORA_STAGES:
-        assert "fourloops.generate" not in lineage.closure(f"fourloops.stages.{stage}")
+DIGESTED = ("generate", "restyle", "keypoints", "grades", *LORA_STAGES)
+
+
+@pytest.mark.parametrize("edit,stale", [
+    ("generate.py", {"generate", "restyle"}),             # inference: the views, never the LoRA
+    ("lora.py", {"lora_train"}),                          # the LoRA's training
+    ("keypoints.py", {"keypoints"}),                      # the detector: never the LoRA (it reads no keypoints)
+    ("declarations/generate.py", set()),                  # an ask, a knob, a need: where a job runs, not its code
+    ("declarations/lora_train.py", set()),
+    ("lora_config.py", set()),                            # the parse-time check of the LoRA's config
+], ids=lambda x: x if isinstance(x, str) else None)
+def test_an_edit_changes_the_code_of_exactly_the_stages_that_run_it(repo_copy, edit, stale):
+    before = code_digests(repo_copy, DIGESTED)
+    with edited(repo_copy / "src" / "fourloops" / edit, "\n# an edit\n"):
+        after = code_digests(repo_copy, DIGESTED)
+    assert {s for s in DIGESTED if after[s] != before[s]} == stale
+
+
+def test_the_loras_lineage_is_its_own_code_and_nothing_more():
+    """Written out by hand: a module that joins the LoRA's lineage retrains it on a pod when it changes."""
+    own = {"fourloops", "fourloops.io", "fourloops.stages"}
+    assert set(lineage.closure("fourloops.stages.lora_train")) == own | {
+        "fourloops.stages.lora_train", "fourloops.lora", "fourloops.lora_file", "fourloops.lora_records",
+        "fourloops.lora_embeddings", "fourloops.loading", "fourloops.hub", "fourloops.figures"}
+    assert set(lineage.closure("fourloops.stages.lora_embeddings")) == own | {
+        "fourloops.stages.lora_embeddings", "fourloops.lora_embeddings", "fourloops.lora_records",
+        "fourloops.loading", "fourloops.hub"}
+    for stage in {s.code for s in registry().values() if s.code}:
+        held = [m for m in lineage.closure(stage) if m.startswith("fourloops.declarations") or m == "fourloops.stage"]
+        assert held == [], f"{stage}'s lineage holds {held}"
 
 
 def test_an_inference_edit_reruns_the_views_and_what_reads_them_never_the_lora(repo_copy, built_copy):

@@ -285,7 +285,7 @@ def restyle_errors(config: dict) -> list[str]:
 
 def lora_errors(config: dict) -> list[str]:
     """The camera LoRA slice (config/schema.d/lora.yaml): what its schema cannot say. The model-level
-    checks (target modules, the resolution the backend takes) are fourloops.lora.config_problems."""
+    checks (target modules, the resolution the backend takes) are fourloops.lora_config.config_problems."""
     lora = config.get("lora")
     if not lora:
         return []

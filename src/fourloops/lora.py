@@ -78,36 +78,6 @@ def check_resolution(backend: str, path: Path, resolution: int) -> int:
     return multiple
 
 
-def config_problems(config: dict, arch_dir: str | Path | None = None) -> list[str]:
-    """What the config asks of the LoRA that the architecture descriptions (config/architectures) refuse,
-    before any job: lora.resolution against the configured backend's patch x VAE factor, and
-    lora.target_modules against its transformer's `lora_targets` (the smoke set's transformer is the smoke
-    backend's class). A backend whose description lists no `lora_targets` is checked in the job only."""
-    from fourloops import sizing
-
-    lora = config.get("lora")
-    if not lora:
-        return []
-    problems = []
-    backend = config["generator"]["backend"]
-    transformer, _, vae = sizing.COMPONENTS[backend]
-    t_arch, v_arch = sizing.architecture(transformer, arch_dir), sizing.architecture(vae, arch_dir)
-    multiple, why = resolution_multiple(backend, t_arch["config"], v_arch["config"])
-    if int(lora["resolution"]) % multiple:
-        problems.append(f"lora.resolution = {lora['resolution']}: the {backend} model cannot take it; allowed: a "
-                        f"multiple of {multiple} ({why}, from {t_arch['path']} and {v_arch['path']})")
-    trained = config["smoke"]["generator_backend"] if config["model_set"] == "smoke" else backend
-    arch = sizing.architecture(sizing.COMPONENTS[trained][0], arch_dir)
-    names = arch.get("lora_targets")
-    if names:
-        unknown = [t for t in lora["target_modules"] if not any(t == n or t.endswith("." + n) for n in names)]
-        if unknown:
-            problems.append(f"lora.target_modules = {list(lora['target_modules'])}: {unknown} name no Linear layer "
-                            f"of the {trained} transformer; allowed: names among {list(names)} ({arch['path']} "
-                            "lora_targets)")
-    return problems
-
-
 def target_names(module) -> list[str]:
     """The peft target names a module's Linear layers answer to (last name, or the last two for `to_out.0`)."""
     import torch

@@ -152,12 +152,17 @@ class Workflow:
 
     # ------------------------------------------------------------------------------------- lineage
     def code(self, rulename: str) -> str:
-        """Digest of the library code a rule's jobs run: its stage module's import closure and its script."""
+        """Digest of the library code a rule's jobs run: its stage's code module's import closure and its script
+        (never its declaration: fourloops.declarations)."""
         rule = self.wf.get_rule(rulename)
         extra = []
         if rule.script:
             extra.append(os.path.normpath(os.path.join(os.path.dirname(rule.snakefile), rule.script)))
-        return lineage.code_digest(self.stage(rulename).module, *extra)
+        stage = self.stage(rulename)
+        if stage.code is None:
+            raise ValueError(f"rule {rulename} writes outputs, but its stage {stage.name} ({stage.module}) names no "
+                             "code module (Stage(code=...)): its jobs would have no lineage")
+        return lineage.code_digest(stage.code, *extra)
 
     def lineage(self, rulename: str, wildcards: dict) -> str:
         """Everything upstream of a job, and the job's own code: its params, its code, and the lineage of

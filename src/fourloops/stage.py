@@ -1,11 +1,14 @@
 """A stage's declaration: the one place the rest of the workflow learns what a stage's jobs need.
 
-Each module of `fourloops.stages` holds a stage's function(s) and, next to them, one `STAGE =
-Stage(...)` naming the Snakemake rules its jobs come from, their profile tag, what a job asks of a
-machine, what it needs on the machine before a real run, which provenance records measure which model
-key, and whether a failed rerun must keep the last good outputs. The wall check, the preflight, the
-plan, the measured-beats-estimated lookup and lineage reach stages only through `stage_for(rule)`:
-adding a stage means adding its module, nothing else here.
+A stage is two modules of the same name. `fourloops.stages.<name>` holds the function(s) its jobs run:
+the code in their lineage. `fourloops.declarations.<name>` holds one `STAGE = Stage(...)` naming that code
+module, the Snakemake rules its jobs come from, their profile tag, what a job asks of a machine, what it
+needs on the machine before a real run, which provenance records measure which model key, and whether a
+failed rerun must keep the last good outputs. A declaration says `LINEAGE = False` and no code module
+imports one, so tuning an ask, a knob or a need reruns nothing (a wall is where and whether a job runs,
+never what it writes). The wall check, the preflight, the plan, the measured-beats-estimated lookup and
+lineage reach stages only through `stage_for(rule)`: adding a stage means adding its two modules, nothing
+else here.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pkgutil
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
+from fourloops import lineage
 from fourloops.machines import PROFILE_TAGS
 
 if TYPE_CHECKING:  # no import cost at parse time
@@ -110,6 +114,9 @@ class Gpu:
 class Stage:
     name: str
     rules: tuple[str, ...]
+    # the module whose import closure (with each rule's script) is its jobs' code: their lineage; None for a
+    # stage whose rules write no outputs (nothing to mark stale)
+    code: str | None = None
     profile: str = "desk"
     # (ctx, wildcards, params) -> Ask; None: a CPU job whose RAM/time come from models.yaml `stages.<name>`
     ask: "Callable[[AskContext, dict, dict], Ask] | None" = None
@@ -173,10 +180,13 @@ class UnknownRule(LookupError):
 _REGISTRY: dict[str, Stage] | None = None
 
 
-def registry(package: str = "fourloops.stages") -> dict[str, Stage]:
+DECLARATIONS = "fourloops.declarations"
+
+
+def registry(package: str = DECLARATIONS) -> dict[str, Stage]:
     """Rule name -> Stage, from every module of `package` that declares a STAGE."""
     global _REGISTRY
-    if _REGISTRY is not None and package == "fourloops.stages":
+    if _REGISTRY is not None and package == DECLARATIONS:
         return _REGISTRY
     pkg = importlib.import_module(package)
     out: dict[str, Stage] = {}
@@ -186,11 +196,14 @@ def registry(package: str = "fourloops.stages") -> dict[str, Stage]:
         if not isinstance(stage, Stage):
             continue
         stage = Stage(**{**stage.__dict__, "module": module.__name__})
+        if stage.code is not None and lineage._module_file(stage.code) is None:
+            raise ValueError(f"{module.__name__}: code = {stage.code!r} names no module; allowed: the module its "
+                             f"jobs run, e.g. 'fourloops.stages.{info.name}'")
         for rule in stage.rules:
             if rule in out:
                 raise ValueError(f"rule {rule} is declared by two stages: {out[rule].module} and {module.__name__}")
             out[rule] = stage
-    if package == "fourloops.stages":
+    if package == DECLARATIONS:
         _REGISTRY = out
     return out
 
@@ -201,7 +214,7 @@ def stage_for(rule: str) -> Stage:
     except KeyError:
         raise UnknownRule(
             f"rule {rule} has no stage declaration: add `STAGE = Stage(name=..., rules=({rule!r},), ...)` to its "
-            f"module in src/fourloops/stages/ (the wall check, preflight and lineage read it there)"
+            f"declaration, src/fourloops/declarations/<stage>.py (the wall check, preflight and lineage read it there)"
         ) from None
 
 

@@ -1,3 +1,2 @@
-"""The workflow's stages: one module each, holding the stage's function(s) and its `STAGE` declaration
-(fourloops.stage.Stage). Importing a stage module is cheap (models are imported inside the functions):
-the workflow reads every declaration at parse time."""
+"""The code a stage's jobs run: one module per stage, its functions (the scripts call them), and the code in
+their lineage. Each stage's declaration, of the same name in fourloops.declarations, names its module here."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fourloops.stage import Stage
-
 
 def drift_stage(render_points: list[str], restyled_points: list[str], azimuths: list[int], style: str,
                 drift: dict, csv_out: str, regions_out: str, png_out: str, model_set: str) -> dict:
@@ -30,6 +28,3 @@ def drift_stage(render_points: list[str], restyled_points: list[str], azimuths: 
     d.heatmap(table, png_out, f"{smoke.upper() + ' ' if smoke else ''}keypoint drift, style {style}", smoke)
     return {"model_set": model_set, "views": len(azimuths),
             "regions": dict(zip(regions["region"], regions["status"]))}
-
-
-STAGE = Stage(name="drift", rules=("drift",), profile="desk")

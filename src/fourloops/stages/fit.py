@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fourloops.io import read_json, write_json
-from fourloops.stage import Stage
 from fourloops.stages.render import camera_from
 
 
@@ -43,6 +42,3 @@ def fit_stage(
         rows.append(row)
     write_json(out, {"source": source, "kind": kind, "rows": rows})
     return {"points_fitted": len(rows)}
-
-
-STAGE = Stage(name="fit", rules=("fit",), profile="desk")

@@ -8,7 +8,6 @@ import statistics
 import time
 
 from fourloops.io import read_json, write_json, write_text
-from fourloops.stage import Stage
 
 
 def cpu_model() -> str:
@@ -55,14 +54,3 @@ def table_stage(device: str, cpu: str, out: str) -> dict:
     text = hailort.latency_table(read_json(device), read_json(cpu))
     write_text(out, text)
     return {}
-
-
-# ------------------------------------------------------------------------------------ declaration
-def needs(params: dict) -> list:
-    from fourloops.preflight import Need
-
-    det = params.get("detector")
-    return [Need("checkpoint", det["weights"], rule="hef_cpu_baseline")] if det else []
-
-
-STAGE = Stage(name="hef_baseline", rules=("hef_cpu_baseline", "hef_latency_table"), profile="desk", needs=needs)

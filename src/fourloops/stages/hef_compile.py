@@ -4,8 +4,6 @@ card is refused before any job, the A40 pod fits."""
 
 from __future__ import annotations
 
-from fourloops.stage import AskContext, Stage
-
 
 def compile_stage(onnx: str, allowlist: str, calib: str, hef_out: str, har_out: str, hef: dict, log=None) -> dict:
     from pathlib import Path
@@ -23,20 +21,3 @@ def compile_stage(onnx: str, allowlist: str, calib: str, hef_out: str, har_out: 
                            wheel=hef.get("dfc_wheel"), log=log)
     # the name carries no precision (the gate): the precision lives here, in the provenance
     return {"precision": info["precision"], "hef": info}
-
-
-# ------------------------------------------------------------------------------------ declaration
-def ask(ctx: AskContext, wildcards: dict, params: dict):
-    from fourloops import asks
-
-    return asks.recorded_ask(ctx.facts, "dfc_optimize", licensed=("dfc",))
-
-
-def needs(params: dict) -> list:
-    from fourloops.preflight import Need
-
-    return [Need("dfc", params["hef"].get("dfc_wheel") or "", rule="hef_compile")]
-
-
-STAGE = Stage(name="hef_compile", rules=("hef_compile",), profile="container", ask=ask, needs=needs,
-              keep_last_good=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 
 from fourloops.io import read_json, write_json, write_text
-from fourloops.stage import Stage
 
 
 def _detector(detector: dict):
@@ -75,15 +74,3 @@ def calib_stage(images: list[str], out: str, export_record: str, hef: dict) -> d
                       "normalisation": {"mean": list(h.IMAGENET_MEAN), "std": list(h.IMAGENET_STD),
                                         "of": "RGB / 255 (RF-DETR's own Normalize)"},
                       "order": "the renders in azimuth order, cycled"}}
-
-
-# ------------------------------------------------------------------------------------ declaration
-def needs(params: dict) -> list:
-    from fourloops.preflight import Need
-
-    det = params.get("detector")
-    out = [Need("package", "onnx", rule="hef_export"), Need("package", "onnxruntime", rule="hef_export")]
-    return out + ([Need("checkpoint", det["weights"], rule="hef_export")] if det else [])
-
-
-STAGE = Stage(name="hef_export", rules=("hef_export", "hef_allowlist", "hef_calib"), profile="desk", needs=needs)

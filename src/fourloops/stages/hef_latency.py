@@ -7,8 +7,7 @@ import subprocess
 import sys
 import tempfile
 
-from fourloops.io import atomic_path, write_json
-from fourloops.stage import AskContext, Stage
+from fourloops.io import write_json
 
 
 def run2_stage(hef_path: str, export_record: str, out: str, hef: dict) -> dict:
@@ -40,21 +39,3 @@ def run2_stage(hef_path: str, export_record: str, out: str, hef: dict) -> dict:
 
 def export_key(export: dict) -> str:
     return f"{export['resolution']}px num_windows={export['num_windows']}"
-
-
-# ------------------------------------------------------------------------------------ declaration
-def ask(ctx: AskContext, wildcards: dict, params: dict):
-    from dataclasses import replace
-
-    from fourloops import asks
-
-    return replace(asks.stage_ask(ctx.facts, "hef_latency"), devices=("hailo_usb",))
-
-
-def needs(params: dict) -> list:
-    from fourloops.preflight import Need
-
-    return [Need("executable", "hailortcli", rule="hef_run2"), Need("device", "hailo_usb", rule="hef_run2")]
-
-
-STAGE = Stage(name="hef_latency", rules=("hef_run2",), profile="desk", ask=ask, needs=needs)

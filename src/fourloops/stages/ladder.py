@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fourloops.stage import Stage
-
 
 def ladder_stage(fits: list[str], manifests: list[str], csv_out: str, png_out: str, model_set: str) -> dict:
     from fourloops import ladder
@@ -16,6 +14,3 @@ def ladder_stage(fits: list[str], manifests: list[str], csv_out: str, png_out: s
         title += f"; fit floor max |err| {max(floor_gt):.2f} deg"
     ladder.plot(rows, png_out, title)
     return {"model_set": model_set, "rows": len(rows)}
-
-
-STAGE = Stage(name="ladder", rules=("ladder",), profile="desk")

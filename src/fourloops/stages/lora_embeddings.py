@@ -3,8 +3,6 @@ so the training job never holds the encoder (RFD 1140: it took ~7 GiB of the des
 
 from __future__ import annotations
 
-from fourloops.stage import AskContext, Stage
-
 
 def lora_embeddings_stage(records: str, embeddings_out: str, backend: str, model: str, revision: str | None,
                           text_encoder_dtype: str, device: str, max_sequence_length: int, model_set: str,
@@ -18,23 +16,3 @@ def lora_embeddings_stage(records: str, embeddings_out: str, backend: str, model
                                                 embeddings_out, max_sequence_length=max_sequence_length)
     return fields | {"precision": text_encoder_dtype, "models": [{"backend": backend, "model": model,
                                                                   "components": fields["components_loaded"]}]}
-
-
-# ------------------------------------------------------------------------------------ declaration
-def ask(ctx: AskContext, wildcards: dict, params: dict):
-    from fourloops import asks
-
-    job = params["job"]
-    if job["model_set"] == "smoke":  # the tiny text encoder on the CPU
-        return asks.stage_ask(ctx.facts, "smoke_lora_embeddings")
-    return asks.text_encoder_ask(ctx.facts, job, n_prompts=int(job.get("records", 1)))
-
-
-def needs(params: dict) -> list:
-    """The generator's own needs (device, package, weights): its text encoder loads from the same place."""
-    from fourloops.preflight import generator_needs
-
-    return generator_needs(params["job"], "lora_embeddings")
-
-
-STAGE = Stage(name="lora_embeddings", rules=("lora_embeddings",), profile="desk", ask=ask, needs=needs)

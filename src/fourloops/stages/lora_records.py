@@ -3,8 +3,6 @@ pairs of distinct views (source -> target) with the instruction naming the targe
 
 from __future__ import annotations
 
-from fourloops.stage import Stage
-
 
 def lora_records_stage(images_out: list[str], records_out: str, azimuths: list[int], count: int, seed: int,
                        instruction: str, body: dict, camera: dict, background) -> dict:
@@ -27,6 +25,3 @@ def lora_records_stage(images_out: list[str], records_out: str, azimuths: list[i
     lora_records.write_records(records_out, records)
     return {"renderer": "pyrender (EGL)", "records": len(records), "seed": int(seed),
             "azimuth_pairs_available": len(azimuths) * (len(azimuths) - 1)}
-
-
-STAGE = Stage(name="lora_records", rules=("lora_records",), profile="desk")

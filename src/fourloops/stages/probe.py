@@ -23,7 +23,6 @@ import time
 from typing import Callable
 
 from fourloops.io import write_json
-from fourloops.stage import AskContext, Gpu, Stage
 
 GIB = 2**30
 DEFAULT_PROMPT = "The same person in the same pose, seen from a camera orbited to 45 degrees around them."
@@ -423,38 +422,3 @@ def probe_stage(out: str, machine_name: str, component: str, settings: dict, mod
                    guard_machine=machine)
     return {"probe": {k: record[k] for k in ("key", "load_seconds", "pass_seconds", "peak_vram_gib", "complete")},
             "precision": record["precision"]}
-
-
-# ------------------------------------------------------------------------------------ declaration
-def ask(ctx: AskContext, wildcards: dict, params: dict):
-    from fourloops import asks
-
-    if params["model_set"] == "smoke":  # the tiny models on the CPU
-        return asks.stage_ask(ctx.facts, "smoke_generate")
-    return _gpu(wildcards["component"]).ask(ctx.facts, params["settings"])
-
-
-def needs(params: dict) -> list:
-    gpu = _gpu(params["component"])
-    return list(gpu.needs(params["settings"], "probe_model")) if gpu.needs else []
-
-
-def knobs(wildcards: dict) -> tuple:
-    """The probed component's own knobs, as the job's params carry its settings."""
-    return _gpu(wildcards["component"]).knobs_at(("settings",))
-
-
-# lora_step: one optimizer step of the LoRA's training, measured by bench/sizing_gpu.py with a lora_train job's
-# settings (no probe rule job: its settings are a training job's, not a component's)
-def _lora_key(settings: dict) -> str:
-    from fourloops.asks import lora_key
-
-    return lora_key(settings)
-
-
-LORA_STEP = Gpu(name="lora_step", key=_lora_key,
-                probe="fourloops.stages.probe:_probe_lora_step", precision=lambda s: str(s["frozen_dtype"]))
-
-STAGE = Stage(name="probe", rules=("probe_model",), profile="desk", ask=ask, needs=needs, knobs_of=knobs,
-              offload_at=lambda wildcards: ("settings",) if _gpu(wildcards["component"]).offload else None,
-              gpus=(LORA_STEP,))

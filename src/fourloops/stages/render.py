@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fourloops.io import write_json
-from fourloops.stage import Stage
 
 if TYPE_CHECKING:  # the stage registry imports this module at parse time: numpy only in the job
     from fourloops.camera import OrbitCamera
@@ -77,6 +76,3 @@ def render_stage(
         },
     )
     return {"renderer": "pyrender (EGL)", "body": {"vertices": int(len(b.vertices)), "height_m": float(b.height_m)}}
-
-
-STAGE = Stage(name="render", rules=("render",), profile="desk")

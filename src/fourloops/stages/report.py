@@ -10,8 +10,6 @@ this run's measured seconds where a job ran, and the forecast where it did not.
 
 from __future__ import annotations
 
-from fourloops.stage import Stage
-
 
 def run_plan_stage(plan: dict, out: str, model_set: str) -> dict:
     from fourloops import pages
@@ -30,6 +28,3 @@ def ladder_table_stage(table: str, out: str, model_set: str) -> dict:
     from fourloops import pages
 
     return {"model_set": model_set, "rows": pages.ladder_page(table, out, model_set)}
-
-
-STAGE = Stage(name="report", rules=("ladder_table", "run_plan"), profile="desk")

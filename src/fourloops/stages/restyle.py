@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from fourloops.stage import AskContext, Stage
-from fourloops.stages.generate import GENERATOR_KNOBS, View, measures, views_from_one_load
+from fourloops.stages.generate import View, views_from_one_load
 
 
 def restyle_stage(
@@ -26,25 +25,3 @@ def restyle_stage(
     head = {"style": style, "model_set": model_set}
     tail = {"instruction": instruction, "references": list(references), "azimuths": list(azimuths)}
     return views_from_one_load(views, manifest_out, generator, machine, head, tail) | {"seed": int(seed)}
-
-
-# ------------------------------------------------------------------------------------ declaration
-def ask(ctx: AskContext, wildcards: dict, params: dict):
-    from fourloops import asks
-
-    job = params["job"]
-    if job["model_set"] == "smoke":  # the tiny generator on the CPU
-        return asks.stage_ask(ctx.facts, "smoke_generate")
-    return asks.generator_ask(ctx.facts, job["generator"], n_references=1, n_views=len(job["azimuths"]),
-                              measured=ctx.measured, machine=ctx.machine)
-
-
-def needs(params: dict) -> list:
-    from fourloops.preflight import generator_needs
-
-    return generator_needs(params["job"]["generator"], "restyle")
-
-
-STAGE = Stage(name="restyle", rules=("restyle",), profile="pod", ask=ask, needs=needs, measures=measures,
-              keep_last_good=True, knobs=GENERATOR_KNOBS,
-              offload_at=lambda wildcards: ("job", "generator"))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from fourloops.stage import Stage
-
 
 def sheet_stage(images: list[str], azimuths: list[int], out: str, title: str, model_set: str) -> dict:
     from fourloops.figures import marked
@@ -11,6 +9,3 @@ def sheet_stage(images: list[str], azimuths: list[int], out: str, title: str, mo
 
     contact_sheet(images, azimuths, out, title, smoke=marked(model_set))
     return {"model_set": model_set, "images": len(images)}
-
-
-STAGE = Stage(name="sheets", rules=("render_sheet", "generated_sheet"), profile="desk")

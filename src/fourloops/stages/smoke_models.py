@@ -4,7 +4,6 @@ Saved the way real weights are (save_pretrained / rfdetr checkpoints) and loaded
 
 from __future__ import annotations
 
-from fourloops.stage import Stage
 
 # Random heads start at zero in RF-DETR (all 17 points on the box centre); a small spread gives the fit
 # something to work on. 1 decoder layer and 10 queries keep the CPU cost ~0.5 s an image at 192 px.
@@ -23,6 +22,3 @@ def smoke_detector_stage(out_path: str, seed: int, resolution: int) -> dict:
 
     info = build_smoke_detector(out_path, int(seed), resolution=int(resolution), **SMOKE_DETECTOR_SHRINK)
     return {"seed": int(seed), "precision": "fp32", "smoke_model": info}
-
-
-STAGE = Stage(name="smoke_models", rules=("smoke_generator", "smoke_detector"), profile="desk")

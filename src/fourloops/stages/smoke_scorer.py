@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from fourloops.stage import Stage
-
 
 def smoke_scorer_stage(out_dir: str, seed: int) -> dict:
     from fourloops.smoke_scorer import build_smoke_scorer
 
     info = build_smoke_scorer(out_dir, int(seed))
     return {"seed": int(seed), "precision": "fp32", "smoke_model": info}
-
-
-STAGE = Stage(name="smoke_scorer", rules=("smoke_scorer",), profile="desk")

@@ -1,0 +1,11 @@
+"""The lora_records stage's declaration (fourloops.stage.Stage): what its jobs ask of a machine and need on
+it, where they run; fourloops.stages.lora_records is the code they run."""
+
+from __future__ import annotations
+
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
+from fourloops.stage import Stage
+
+
+STAGE = Stage(name="lora_records", code="fourloops.stages.lora_records", rules=("lora_records",), profile="desk")

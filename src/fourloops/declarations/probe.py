@@ -1,0 +1,49 @@
+"""The probe stage's declaration (fourloops.stage.Stage): what its jobs ask of a machine and need on
+it, where they run; fourloops.stages.probe is the code they run."""
+
+from __future__ import annotations
+
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
+from fourloops.stage import AskContext, Gpu, Stage
+
+
+def _gpu(component: str):
+    from fourloops.stages.probe import _gpu  # the probe's own error names the components declared
+
+    return _gpu(component)
+
+
+def ask(ctx: AskContext, wildcards: dict, params: dict):
+    from fourloops import asks
+
+    if params["model_set"] == "smoke":  # the tiny models on the CPU
+        return asks.stage_ask(ctx.facts, "smoke_generate")
+    return _gpu(wildcards["component"]).ask(ctx.facts, params["settings"])
+
+
+def needs(params: dict) -> list:
+    gpu = _gpu(params["component"])
+    return list(gpu.needs(params["settings"], "probe_model")) if gpu.needs else []
+
+
+def knobs(wildcards: dict) -> tuple:
+    """The probed component's own knobs, as the job's params carry its settings."""
+    return _gpu(wildcards["component"]).knobs_at(("settings",))
+
+
+# lora_step: one optimizer step of the LoRA's training, measured by bench/sizing_gpu.py with a lora_train job's
+# settings (no probe rule job: its settings are a training job's, not a component's)
+def _lora_key(settings: dict) -> str:
+    from fourloops.asks import lora_key
+
+    return lora_key(settings)
+
+
+LORA_STEP = Gpu(name="lora_step", key=_lora_key,
+                probe="fourloops.stages.probe:_probe_lora_step", precision=lambda s: str(s["frozen_dtype"]))
+
+STAGE = Stage(name="probe", code="fourloops.stages.probe",
+              rules=("probe_model",), profile="desk", ask=ask, needs=needs, knobs_of=knobs,
+              offload_at=lambda wildcards: ("settings",) if _gpu(wildcards["component"]).offload else None,
+              gpus=(LORA_STEP,))

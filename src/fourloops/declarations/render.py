@@ -1,0 +1,11 @@
+"""The render stage's declaration (fourloops.stage.Stage): what its jobs ask of a machine and need on
+it, where they run; fourloops.stages.render is the code they run."""
+
+from __future__ import annotations
+
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
+from fourloops.stage import Stage
+
+
+STAGE = Stage(name="render", code="fourloops.stages.render", rules=("render",), profile="desk")

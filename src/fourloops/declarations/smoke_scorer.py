@@ -1,0 +1,11 @@
+"""The smoke_scorer stage's declaration (fourloops.stage.Stage): what its jobs ask of a machine and need on
+it, where they run; fourloops.stages.smoke_scorer is the code they run."""
+
+from __future__ import annotations
+
+LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
+
+from fourloops.stage import Stage
+
+
+STAGE = Stage(name="smoke_scorer", code="fourloops.stages.smoke_scorer", rules=("smoke_scorer",), profile="desk")
