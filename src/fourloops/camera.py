@@ -75,3 +75,14 @@ class OrbitCamera:
         depth = cam[:, 2]
         uv = cam[:, :2] / depth[:, None] * self.focal_px + self.image_size / 2.0
         return uv, depth
+
+
+def camera_from(camera: dict, center) -> OrbitCamera:
+    """The config's `camera` mapping, aimed at `center` (the body's)."""
+    return OrbitCamera(
+        distance_m=float(camera["distance_m"]),
+        elevation_deg=float(camera["elevation_deg"]),
+        focal_px=float(camera["focal_px"]),
+        image_size=int(camera["image_size"]),
+        target=tuple(float(c) for c in center),
+    )

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from fourloops.io import read_json, write_json
-from fourloops.stages.render import camera_from
 
 
 def fit_stage(
     points: list[str], skeleton: str, out: str, source: str, kind: str, azimuths: list[int], camera: dict, fit: dict
 ) -> dict:
     """Fit the azimuth of every view of one source (a condition, the renders, or their ground truth)."""
-    import numpy as np  # here, not at the top: the stage registry imports this module at parse time
+    import numpy as np
 
+    from fourloops.camera import camera_from
     from fourloops.fit import fit_azimuth
 
     if len(points) != len(azimuths):

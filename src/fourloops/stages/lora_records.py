@@ -10,7 +10,8 @@ def lora_records_stage(images_out: list[str], records_out: str, azimuths: list[i
     from fourloops import lora_records
     from fourloops.io import save_image
     from fourloops.render import Renderer
-    from fourloops.stages.render import body_from, camera_from
+    from fourloops.camera import camera_from
+    from fourloops.stages.render import body_from
 
     if len(images_out) != len(azimuths):
         raise ValueError(f"{len(images_out)} record images for {len(azimuths)} azimuths")

@@ -2,24 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from fourloops.io import write_json
-
-if TYPE_CHECKING:  # the stage registry imports this module at parse time: numpy only in the job
-    from fourloops.camera import OrbitCamera
-
-
-def camera_from(camera: dict, center) -> OrbitCamera:
-    from fourloops.camera import OrbitCamera
-
-    return OrbitCamera(
-        distance_m=float(camera["distance_m"]),
-        elevation_deg=float(camera["elevation_deg"]),
-        focal_px=float(camera["focal_px"]),
-        image_size=int(camera["image_size"]),
-        target=tuple(float(c) for c in center),
-    )
 
 
 def body_from(body: dict):
@@ -40,6 +23,7 @@ def render_stage(
     """Build the body once; write its skeleton (3D COCO-17 joints, camera target) and render every
     azimuth with its ground-truth keypoints (pixels, COCO visibility)."""
     from fourloops.body import COCO17_NAMES
+    from fourloops.camera import camera_from
     from fourloops.io import save_image
     from fourloops.render import Renderer
 
