@@ -77,6 +77,15 @@ all() {
   say "the sizing models${until:+ (builds only: the probes were carried)}, then a probe per component unless carried"
   python3 -m snakemake "${PROFILE[@]}" probe "${until[@]}" \
     || { say "sizing builds or probes failed: stop"; collect builds; touch "$RUN/done"; return 1; }
+  if ((${#until[@]})); then  # a component declared since the carried probes were made is probed here
+    local missing; missing=$(python3 -c 'import os
+from fourloops.stage import probed
+print(" ".join(f"results/probe/h200/{c}.json" for c in probed() if not os.path.exists(f"sizing/results/probe/h200/{c}.json")))')
+    if [ -n "$missing" ]; then
+      say "probes not carried: $missing"
+      python3 -m snakemake "${PROFILE[@]}" -- $missing || say "a probe not carried failed (its jobs keep their estimates)"
+    fi
+  fi
   lora_probe
   heldout
   collect heldout

@@ -116,19 +116,17 @@ DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12
 
 def _dag_config(rec: dict) -> tuple[str, str, str, dict] | None:
     """(component, key, precision, configuration) of a DAG job's provenance record, by the model key its stage says
-    it measures (fourloops.stage.measured_key); the LoRA's instruction embeddings (no key: the generator's text
-    encoder alone) by their params; None for a job on no card."""
+    it measures (fourloops.stage.measured_key); None for a job on no card."""
     from fourloops.stage import measured_key
 
     params = rec.get("params") or {}
     job = params.get("job") or {}
     key = measured_key(rec["rule"], rec)
     if key is None:
-        if "text_encoder_dtype" not in job:
-            return None
-        dtype = job["text_encoder_dtype"]
-        return "text_encoder", f"text_encoder/{job['backend']}/{dtype}", dtype, {"backend": job["backend"]}
+        return None
     component, _, precision, *rest = key.split("/")
+    if component == "text_encoder":  # the LoRA's instruction embeddings: the generator's text encoder alone
+        return component, key, precision, {"backend": job["backend"]}
     if component == "generator":
         return component, key, precision, {"references": len(job.get("reference_azimuths") or [0]),
                                            "size": int(rest[0])}

@@ -36,7 +36,8 @@ def configs(tmp_path_factory) -> dict[str, dict]:
 
 def _settings(config: dict) -> dict[str, dict]:
     return {"generator": model_sets.generator(config), "detector": model_sets.detector(config),
-            "scorer": model_sets.scorer(config), "lora_train": model_sets.lora_train(config)}
+            "scorer": model_sets.scorer(config), "lora_train": model_sets.lora_train(config),
+            "text_encoder": model_sets.lora_embeddings(config)}
 
 
 def _model_paths(s: dict) -> list[str]:

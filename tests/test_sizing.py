@@ -334,3 +334,33 @@ def test_a_lora_step_probe_runs_the_trainer_and_the_wall_check_reads_its_peak_an
     assert rec["model"]["census"]["lora_tensors"] > 0
     timing = asks.Measurements.load(tmp_path, measured_key).timing(rec["key"], "desk")
     assert timing is not None and timing[1] == conf["seconds_per_item"]
+
+
+def test_a_text_encoder_probe_runs_the_embeddings_jobs_code_and_times_the_embeddings_job(tmp_path):
+    """The text encoder alone through fourloops.lora_embeddings' own loader and encoder; its load and per-prompt
+    seconds become the lora_embeddings job's forecast, its peak the job's VRAM figure."""
+    pytest.importorskip("diffusers")
+    from fourloops import asks
+    from fourloops.declarations.lora_embeddings import STAGE
+    from fourloops.stage import AskContext, measured_key
+    from fourloops.stages.probe import probe
+
+    out = tmp_path / "models" / "qwen_image_edit_plus"
+    sizing.build("qwen_image_edit_plus", out, "cpu", texts=["seen from 90 degrees"], arch_dir=_tiny_arch_dir(tmp_path))
+    settings = {"backend": "qwen_image_edit_plus", "model": str(out), "revision": None, "device": "cpu",
+                "text_encoder_dtype": "fp32", "max_sequence_length": 64}
+    dest = tmp_path / "results" / "probe" / "desk" / "text_encoder.json"
+    rec = probe("text_encoder", settings, machine_name="desk", model_set="sizing", items=3, out=str(dest))
+    assert rec["key"] == "text_encoder/qwen_image_edit_plus/fp32" and rec["precision"] == "fp32"
+    assert rec["model"]["components_loaded"] == ["text_encoder"]  # never the transformer or the VAE
+    (conf,) = rec["configurations"]
+    assert conf["error"] is None and len(conf["items"]) == 3 and all(i["tokens"] > 0 for i in conf["items"])
+    # the job's forecast: the probe's load, warm-up and process once, then its steady seconds per prompt
+    job = {**settings, "records": 10, "model_set": "sizing"}
+    measured = asks.Measurements.load(tmp_path, measured_key)
+    seconds = STAGE.ask_for(AskContext(FACTS, measured, machine="desk"), {}, {"job": job}).seconds
+    warm = max(0.0, conf["first_item_seconds"] - conf["seconds_per_item"])
+    assert seconds.value == pytest.approx(rec["load_seconds"] + warm + 10 * conf["seconds_per_item"], abs=1e-6)
+    assert seconds.source.startswith("measured: probe on desk")
+    unmeasured = STAGE.ask_for(AskContext(FACTS, None, machine="desk"), {}, {"job": job}).seconds
+    assert unmeasured.source.startswith("estimate:")

@@ -283,7 +283,7 @@ def test_probe_measures_each_configured_model_on_this_machine(restyled_graded, t
     built_copy = tmp_path / "work"
     shutil.copytree(restyled_graded["work"], built_copy, symlinks=True)
     run_snakemake(built_copy, "probe")
-    for component in ("generator", "detector"):
+    for component in ("generator", "detector", "text_encoder"):
         record = json.loads((built_copy / "results" / "probe" / "desk" / f"{component}.json").read_text())
         assert record["component"] == component and record["model_set"] == "smoke"
         assert record["load_seconds"] > 0 and record["pass_seconds"] > 0

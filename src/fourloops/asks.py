@@ -520,30 +520,36 @@ def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, ma
     return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
 
 
-def text_encoder_ask(facts: dict, job: dict, *, n_prompts: int = 1) -> Ask:
-    """The instruction embeddings job: the generator's text encoder alone on the card (a measured weights row
-    of it, else its weights at the job's dtype), nothing else of the generator."""
+def text_encoder_key(job: dict) -> str:
+    return f"text_encoder/{job['backend']}/{job['text_encoder_dtype']}"
+
+
+def text_encoder_ask(facts: dict, job: dict, *, n_prompts: int = 1, measured: Measurements | None = None,
+                     machine: str = "desk") -> Ask:
+    """The instruction embeddings job: the generator's text encoder alone on the card (its probe on the target
+    machine, else a measured weights row of it, else its weights at the job's dtype), nothing else of the generator."""
     name = job["backend"]
     model = facts["models"][name]
     dtype = job["text_encoder_dtype"]
-    rows = [r for r in model.get("measured") or [] if r.get("mode") == "weights"
-            and (r.get("resident") or []) == ["text_encoder"] and r.get("precision") == dtype]
-    if rows:
-        row = max(rows, key=lambda r: float(r["gib"]))
-        fig = Figure(float(row["gib"]), f"measured: {row['source']}")
-    else:
+
+    def estimate() -> Figure:
+        rows = [r for r in model.get("measured") or [] if r.get("mode") == "weights"
+                and (r.get("resident") or []) == ["text_encoder"] and r.get("precision") == dtype]
+        if rows:
+            row = max(rows, key=lambda r: float(r["gib"]))
+            return Figure(float(row["gib"]), f"measured: {row['source']}")
         gib = component_gib(facts, model, "text_encoder", dtype)
-        fig = Figure(gib, f"estimate: text_encoder ({dtype}) {gib:.2f}")
-    if _cuda(job["device"]):
-        vram, devices = with_context(facts, fig, process_kind("text_encoder", dtype),
-                                     weights_gib=weights_gib(facts, name, dtype, ["text_encoder"])), ("cuda",)
-    else:
-        vram, devices = Figure(0.0, "cpu device: no VRAM"), ()
+        return Figure(gib, f"estimate: text_encoder ({dtype}) {gib:.2f}")
+
+    key = text_encoder_key(job)
+    vram, devices = _card(facts, measured, machine, job["device"], key, name, estimate,
+                          weights_gib(facts, name, dtype, ["text_encoder"]), process_kind("text_encoder", dtype))
     te = component_gib(facts, model, "text_encoder", "bf16")
     host = float(facts["stages"]["generate_host_gib"])
     ram = Figure(te + host, f"estimate: the text encoder's bf16 weights {te:.2f} + host {host:g}")
     secs = model.get("seconds") or {}
-    seconds = Figure(float(secs.get("load", 60)) + 0.5 * n_prompts, f"estimate: load + {n_prompts} prompts x 0.5 s")
+    seconds = _measured_seconds(measured, key, machine, n_prompts, "prompts") or Figure(
+        float(secs.get("load", 60)) + 0.5 * n_prompts, f"estimate: load + {n_prompts} prompts x 0.5 s")
     return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
 
 

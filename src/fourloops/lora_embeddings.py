@@ -30,12 +30,10 @@ def _pipeline_without(backend: str, path: Path, dtype, parts: tuple[str, ...]):
     raise LoraError(f"generator.backend = {backend!r}: no LoRA training for it; allowed: qwen_image_edit_plus, omnigen2")
 
 
-def compute_embeddings(backend: str, model: str, revision: str | None, dtype: str, device: str,
-                       records: list[dict], out_path: str, max_sequence_length: int = 1024) -> dict:
-    """Each record's instruction through the generator's text encoder (its pipeline's encode_prompt), written
-    to one safetensors file: `<id>.embeds` (seq, dim) and `<id>.mask` (seq). Returns provenance fields."""
+def load_encoder(backend: str, model: str, revision: str | None, dtype: str, device: str):
+    """The generator's pipeline with its text encoder alone on `device` (transformer and VAE never read): (pipe,
+    the components loaded, the model's path, its source)."""
     import torch
-    from safetensors.torch import save_file
 
     from fourloops.hub import resolve_model
 
@@ -43,25 +41,48 @@ def compute_embeddings(backend: str, model: str, revision: str | None, dtype: st
     pipe = _pipeline_without(backend, path, _torch_dtype(dtype), ("transformer", "vae"))
     pipe.to(device)
     loaded = sorted(k for k, v in pipe.components.items() if isinstance(v, torch.nn.Module))
+    return pipe, loaded, path, source
+
+
+def encode(pipe, backend: str, instruction: str, source, device: str, max_sequence_length: int):
+    """One instruction through the pipeline's encode_prompt: (embeds, mask), each with a batch axis of one. For
+    Qwen-Image-Edit the encoder also sees `source` (a PIL image, the record's source view), as the pipeline does."""
+    import torch
+
+    if backend == "qwen_image_edit_plus":
+        from diffusers.pipelines.qwenimage.pipeline_qwenimage_edit_plus import (
+            CONDITION_IMAGE_SIZE, calculate_dimensions)
+
+        w, h = calculate_dimensions(CONDITION_IMAGE_SIZE, source.width / source.height)
+        embeds, mask = pipe.encode_prompt(prompt=instruction, image=[pipe.image_processor.resize(source, h, w)],
+                                          device=device, max_sequence_length=max_sequence_length)
+    else:
+        embeds, mask, _, _ = pipe.encode_prompt(instruction, do_classifier_free_guidance=False, device=device,
+                                                max_sequence_length=max_sequence_length)
+    if mask is None:  # the pipeline drops an all-ones mask
+        mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
+    return embeds, mask
+
+
+def compute_embeddings(backend: str, model: str, revision: str | None, dtype: str, device: str,
+                       records: list[dict], out_path: str, max_sequence_length: int = 1024) -> dict:
+    """Each record's instruction through the generator's text encoder (its pipeline's encode_prompt), written
+    to one safetensors file: `<id>.embeds` (seq, dim) and `<id>.mask` (seq). Returns provenance fields."""
+    import torch
+    from safetensors.torch import save_file
+
+    pipe, loaded, path, source = load_encoder(backend, model, revision, dtype, device)
     tensors = {}
     t0 = time.perf_counter()
     with torch.inference_mode():
         for rec in records:
+            image = None
             if backend == "qwen_image_edit_plus":
-                from diffusers.pipelines.qwenimage.pipeline_qwenimage_edit_plus import (
-                    CONDITION_IMAGE_SIZE, calculate_dimensions)
                 from PIL import Image
 
-                with Image.open(rec["source"]) as im:  # the encoder sees the source view, as the pipeline does
-                    src = im.convert("RGB")
-                w, h = calculate_dimensions(CONDITION_IMAGE_SIZE, src.width / src.height)
-                embeds, mask = pipe.encode_prompt(prompt=rec["instruction"], image=[pipe.image_processor.resize(src, h, w)],
-                                                  device=device, max_sequence_length=max_sequence_length)
-            else:
-                embeds, mask, _, _ = pipe.encode_prompt(rec["instruction"], do_classifier_free_guidance=False,
-                                                        device=device, max_sequence_length=max_sequence_length)
-            if mask is None:  # the pipeline drops an all-ones mask
-                mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=embeds.device)
+                with Image.open(rec["source"]) as im:
+                    image = im.convert("RGB")
+            embeds, mask = encode(pipe, backend, rec["instruction"], image, device, max_sequence_length)
             tensors[f"{rec['id']}.embeds"] = embeds[0].detach().to("cpu").contiguous()
             tensors[f"{rec['id']}.mask"] = mask[0].detach().to("cpu", torch.long).contiguous()
     meta = {"backend": backend, "model": model, "dtype": dtype, "records": len(records),

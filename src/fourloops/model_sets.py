@@ -96,6 +96,12 @@ def lora_text_encoder_dtype(config: dict) -> str:
     return "fp32" if config["model_set"] == "smoke" else "bf16"
 
 
+def lora_embeddings(config: dict) -> dict:
+    """What the instruction embeddings job loads and how it encodes: the generator's text encoder, its dtype, the
+    pipelines' max_sequence_length."""
+    return {**lora_generator(config), "text_encoder_dtype": lora_text_encoder_dtype(config), "max_sequence_length": 1024}
+
+
 TRAIN_KEYS = ("rank", "alpha", "dropout", "target_modules", "steps", "lr", "weight_decay", "max_grad_norm",
               "resolution", "accumulation", "frozen_dtype", "text_encoder", "seed")
 

@@ -46,9 +46,7 @@ def get_lora_train_inputs(config: dict, wildcards) -> dict:
 
 def get_lora_embeddings_params(config: dict, wildcards) -> dict:
     return {
-        **model_sets.lora_generator(config),
-        "text_encoder_dtype": model_sets.lora_text_encoder_dtype(config),
-        "max_sequence_length": 1024,
+        **model_sets.lora_embeddings(config),
         "records": model_sets.lora_records(config)["count"],
         "model_set": config["model_set"],
     }

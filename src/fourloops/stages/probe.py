@@ -13,6 +13,8 @@ the load seconds, and the seconds per item (the first item apart, as the warm-up
              decoding apart, with the tokens of each
   lora_step  per optimizer step, through fourloops.lora.train itself (the lora_train job's code) on synthetic
              records and embeddings of the real shapes, at the settings' resolution, frozen dtype and text encoder
+  text_encoder  per instruction, through the lora_embeddings job's own loader and encoder (the generator's text
+             encoder alone on the card)
 """
 
 from __future__ import annotations
@@ -229,6 +231,31 @@ def _probe_scorer(s: dict, memory: _Memory, references, items: int, prompt: str)
             row[f"{k}_mean"] = round(sum(r[k] for r in steady) / len(steady), 5) if steady else None
         configs.append(row)
     return t_load, {"weights_gib": weights, "model": model.describe(), "prompts": source}, configs
+
+
+def _probe_text_encoder(s: dict, memory: _Memory, references, items: int, prompt: str) -> tuple[float, dict, list]:
+    """The lora_embeddings job's code: the generator's text encoder alone (fourloops.lora_embeddings.load_encoder),
+    then one instruction per item through its encode_prompt (fourloops.lora_embeddings.encode)."""
+    import torch
+
+    from fourloops import lora_embeddings as le
+
+    backend, device, max_len = s["backend"], s["device"], int(s["max_sequence_length"])
+    t_load, (pipe, loaded, path, _) = _timed(memory, lambda: le.load_encoder(
+        backend, s["model"], s.get("revision"), s["text_encoder_dtype"], device))
+    weights = memory.allocated_gib()
+    # Qwen-Image-Edit's encoder also sees the record's source view (a render): one noise image of a render's size
+    source = _images(1, int(s.get("source_size", 512)), seed=0)[0] if backend == "qwen_image_edit_plus" else None
+
+    def one(i):
+        with torch.inference_mode():
+            embeds, _ = le.encode(pipe, backend, prompt, source, device, max_len)
+        return {"tokens": int(embeds.shape[1])}
+
+    configs = [_run_configuration(memory, {"prompts": 1, "max_sequence_length": max_len}, items, one)]
+    del pipe
+    return t_load, {"weights_gib": weights, "model": {"backend": backend, "path": str(path),
+                                                      "components_loaded": loaded}}, configs
 
 
 def _probe_lora_step(s: dict, memory: _Memory, references, items: int, prompt: str) -> tuple[float, dict, list]:
