@@ -357,7 +357,8 @@ def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_proce
 
     probe = tmp_path / "results" / "probe" / "h200" / "detector.json"
     probe.parent.mkdir(parents=True)
-    probe.write_text(json.dumps({"key": "detector/x", "machine_name": "h200", "load_seconds": 10.0, "configurations": [
+    probe.write_text(json.dumps({"key": "detector/x", "machine_name": "h200", "load_seconds": 10.0,
+                                 "apparatus_seconds": 2.0, "configurations": [
         {"images_per_call": 1, "seconds_per_item": 1.0, "first_item_seconds": 4.0, "items": [{"seconds": 4.0}, {"seconds": 1.0}]},
         {"images_per_call": 4, "seconds_per_item": 3.0, "first_item_seconds": 3.5, "items": [{"seconds": 3.5}, {"seconds": 3.0}]}]}))
     prov = tmp_path / "results" / "provenance" / "probe" / "h200-detector.json"
@@ -366,15 +367,15 @@ def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_proce
                                 "outputs": [{"path": "results/probe/h200/detector.json", "bytes": 1, "sha256": "0"}]}))
     once, per, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200", images_per_call=4)
     # load 10 + the smallest first-item excess (3.5 - 3, not the first configuration's 4 - 1) + the rest of its
-    # 30 s: 30 - 10 - 11.5 = 8.5
-    assert (once, per) == (10.0 + 0.5 + 8.5, 3.0) and "warm-up 0.5 s + process 8.5 s" in source
+    # 30 s less the probe's own record (2 s the job never spends): 30 - 10 - 11.5 - 2 = 6.5
+    assert (once, per) == (10.0 + 0.5 + 6.5, 3.0) and "warm-up 0.5 s + process 6.5 s" in source
     prov.unlink()  # without the probe job's record: no process term, and no guess for it
     once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
     assert once == 10.5 and "process" not in source
     # a probe that bench/sizing_gpu.py ran outside Snakemake: its own process's wall stands in for the job's
     probe.write_text(json.dumps({**json.loads(probe.read_text()), "process_wall_seconds": 25.0}))
     once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
-    assert once == 10.0 + 0.5 + (25.0 - 10.0 - 11.5) and "process 3.5 s" in source
+    assert once == 10.0 + 0.5 + (25.0 - 10.0 - 11.5 - 2.0) and "process 1.5 s" in source
 
 
 def test_the_committed_forecast_table_regenerates_and_the_readme_quotes_it():

@@ -353,6 +353,7 @@ def test_a_text_encoder_probe_runs_the_embeddings_jobs_code_and_times_the_embedd
     rec = probe("text_encoder", settings, machine_name="desk", model_set="sizing", items=3, out=str(dest))
     assert rec["key"] == "text_encoder/qwen_image_edit_plus/fp32" and rec["precision"] == "fp32"
     assert rec["model"]["components_loaded"] == ["text_encoder"]  # never the transformer or the VAE
+    assert rec["apparatus_seconds"] > 0  # its own record's making, which the job's forecast leaves out
     (conf,) = rec["configurations"]
     assert conf["error"] is None and len(conf["items"]) == 3 and all(i["tokens"] > 0 for i in conf["items"])
     # the job's forecast: the probe's load, warm-up and process once, then its steady seconds per prompt

@@ -15,8 +15,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 GIB = 2**30
 MIB = 2**20
 
@@ -228,7 +226,8 @@ class Measurements:
         `match` (e.g. references=2); time depends on the GPU, so another machine's probe is not used.
         Once per job, as the probe's own process paid it: the load; the first item's warm-up over a steady one, in
         the probe's first configuration (a job is a fresh process, as the probe was); and the process's start and
-        finish (the probe job's wall seconds, from its provenance, less its load and every item), when known."""
+        finish (the probe job's wall seconds, from its provenance, less its load, every item and the seconds the
+        probe took to make its own record's apparatus), when known."""
         for rec in self.probes.get(key) or []:
             if rec.get("machine_name") != machine:
                 continue
@@ -246,7 +245,9 @@ class Measurements:
             wall = rec.get("job_wall_seconds")
             if wall is None:
                 wall = rec.get("process_wall_seconds")
-            process = max(0.0, float(wall) - load - items) if wall is not None else 0.0
+            # less the probe's own record (its apparatus: GPU, packages, code), which the job does not make
+            apparatus = float(rec.get("apparatus_seconds") or 0.0)
+            process = max(0.0, float(wall) - load - items - apparatus) if wall is not None else 0.0
             parts = f"load {load:g} s + warm-up {warm:.3g} s" + (f" + process {process:.3g} s" if wall is not None else "")
             return (load + warm + process, float(confs[0]["seconds_per_item"]),
                     f"measured: probe on {machine} ({rec.get('gpu_name') or '?'}), {rec['path']}: {parts}")

@@ -365,11 +365,16 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     memory = _Memory(device)
     load_s, about, configs = load(declared.probe)(settings, memory, refs, int(items), prompt)
+    # the record's own apparatus, which the job a probe times does not make: timed, so that its forecast leaves it out
+    t_apparatus = time.perf_counter()
     gpu = provenance.gpu_info()
+    apparatus = {"machine": provenance.machine(), "gpu": gpu, "packages": provenance.package_versions(),
+                 "torch_cuda": _torch_cuda(), "code": provenance.code_version(os.environ.get("FOURLOOPS_REPO"))}
     ok = [c for c in configs if not c["error"]]
     complete = len(ok) == len(configs)
     peaks = [c["peak_vram_gib"] for c in ok if c["peak_vram_gib"] is not None]
     sizing_record = _sizing_record(settings.get(declared.model_at))
+    apparatus_s = time.perf_counter() - t_apparatus
     record = {
         "machine_name": machine_name,
         "component": component,
@@ -395,12 +400,9 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
         "nvml_baseline": memory.baseline,
         **about,
         "sizing_model": sizing_record,
+        "apparatus_seconds": round(apparatus_s, 3),
         "apparatus": {
-            "machine": provenance.machine(),
-            "gpu": gpu,
-            "packages": provenance.package_versions(),
-            "torch_cuda": _torch_cuda(),
-            "code": provenance.code_version(os.environ.get("FOURLOOPS_REPO")),
+            **apparatus,
             "invocation": provenance.redact(invocation if invocation is not None
                                             else os.environ.get("FOURLOOPS_INVOCATION", "")),
             "settings": provenance.redact_obj(dict(settings)),
