@@ -1,5 +1,6 @@
-"""README's "Layout" matches the tree: every module, stage, rule file, profile, executor module and bench script it
-lists exists, none that exists is left out, and its layers are the ones tests/test_layers.py enforces."""
+"""docs/layout.md (the README's "Layout" points there) matches the tree: every module, stage, rule file, profile,
+executor module and bench script it lists exists, none that exists is left out, and its layers are the ones
+tests/test_layers.py enforces."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import pytest
 from conftest import REPO
 from test_layers import LAYERS
 
-README = (REPO / "README.md").read_text()
-LAYOUT = README.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+LAYOUT = (REPO / "docs" / "layout.md").read_text()
 BLOCK = LAYOUT.split("```\n", 2)[1]
 
 
@@ -35,7 +35,7 @@ def _names(text: str) -> set[str]:
 
 
 def _after(text: str, marker: str, until: str | None = None) -> set[str]:
-    assert marker in text, f"README Layout: {marker!r} not found in {text!r}"
+    assert marker in text, f"docs/layout.md: {marker!r} not found in {text!r}"
     part = text.split(marker, 1)[1]
     return _names(part.split(until, 1)[0] if until else part)
 
@@ -55,9 +55,9 @@ def test_the_layout_names_every_fourloops_module_once_and_only_those():
     under = under[:next(i for i, h in enumerate(under) if h.startswith("src/"))]
     listed = [n.removesuffix(".py").removesuffix("/") for head in under for n in _names(head)]
     repeated = sorted({n for n in listed if listed.count(n) > 1})
-    assert not repeated, f"README Layout lists {repeated} more than once"
-    assert set(listed) - top == set(), f"README Layout lists {sorted(set(listed) - top)}: no such module in src/fourloops"
-    assert top - set(listed) == set(), f"README Layout omits {sorted(top - set(listed))} (src/fourloops)"
+    assert not repeated, f"docs/layout.md lists {repeated} more than once"
+    assert set(listed) - top == set(), f"docs/layout.md lists {sorted(set(listed) - top)}: no such module in src/fourloops"
+    assert top - set(listed) == set(), f"docs/layout.md omits {sorted(top - set(listed))} (src/fourloops)"
 
 
 @pytest.mark.parametrize("head, marker, until, folder, pattern, besides", [
@@ -72,10 +72,10 @@ def test_the_layout_names_every_fourloops_module_once_and_only_those():
 def test_each_listing_of_the_layout_is_the_folder_it_describes(head, marker, until, folder, pattern, besides):
     listed = _after(ENTRIES[head], marker, until) if marker else _names(ENTRIES[head])
     there = _stems(folder, pattern) - besides
-    assert listed == there, (f"README Layout {head}: lists {sorted(listed - there)} that {folder} lacks, "
+    assert listed == there, (f"docs/layout.md {head}: lists {sorted(listed - there)} that {folder} lacks, "
                              f"omits {sorted(there - listed)}")
     for name in besides:
-        assert f"{folder}/{name}{pattern[1:]}" in ENTRIES, f"README Layout has no entry for {folder}/{name}"
+        assert f"{folder}/{name}{pattern[1:]}" in ENTRIES, f"docs/layout.md has no entry for {folder}/{name}"
 
 
 def test_the_layers_paragraph_is_the_layers_the_import_test_enforces():
@@ -83,10 +83,14 @@ def test_the_layers_paragraph_is_the_layers_the_import_test_enforces():
     written = [(name.strip(" ;").removeprefix("the "), _names(members))
                for name, members in re.findall(r"([^;()]+?) \(([^)]*)\)", para)]
     enforced = [(name.removeprefix("the "), set(members)) for name, members in LAYERS]
-    assert written == enforced, f"README's layers {written} differ from tests/test_layers.py's {enforced}"
+    assert written == enforced, f"docs/layout.md's layers {written} differ from tests/test_layers.py's {enforced}"
 
 
 def test_every_stage_module_has_its_declaration_and_the_layout_says_which_has_none():
     """declarations/ pairs stages/ module for module; publish alone is declared with no code (it writes no outputs)."""
     assert _stems("src/fourloops/declarations", "*.py") == _stems("src/fourloops/stages", "*.py") | {"publish"}
     assert "one module per module of stages/, and publish" in " ".join(ENTRIES["declarations/"].split())
+
+
+def test_the_readme_points_to_the_layout():
+    assert "`docs/layout.md`" in (REPO / "README.md").read_text().split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
