@@ -19,18 +19,15 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
                                  machine=ctx.machine)
 
 
-def needs(params: dict) -> list:
+def _needs(settings: dict, rule: str) -> list:
     """The generator's own needs (device, package, weights): its text encoder loads from the same place."""
     from fourloops.preflight import generator_needs
 
-    return generator_needs(params["job"], "lora_embeddings")
+    return generator_needs(settings, rule)
 
 
-def measures(record: dict) -> str | None:
-    from fourloops.asks import text_encoder_key
-
-    job = (record.get("params") or {}).get("job")
-    return text_encoder_key(job) if isinstance(job, dict) and {"backend", "text_encoder_dtype"} <= set(job) else None
+def needs(params: dict) -> list:
+    return _needs(params["job"], "lora_embeddings")
 
 
 def _key(settings: dict) -> str:
@@ -39,16 +36,15 @@ def _key(settings: dict) -> str:
     return text_encoder_key(settings)
 
 
+def measures(record: dict) -> str | None:
+    job = (record.get("params") or {}).get("job")
+    return _key(job) if isinstance(job, dict) and {"backend", "text_encoder_dtype"} <= set(job) else None
+
+
 def _ask(facts: dict, settings: dict):
     from fourloops.asks import text_encoder_ask
 
     return text_encoder_ask(facts, settings)
-
-
-def _needs(settings: dict, rule: str) -> list:
-    from fourloops.preflight import generator_needs
-
-    return generator_needs(settings, rule)
 
 
 # The generator's text encoder alone, declared once: the probe rule measures it for the lora_embeddings job's

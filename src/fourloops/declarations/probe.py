@@ -6,12 +6,7 @@ from __future__ import annotations
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
 from fourloops.stage import AskContext, Gpu, Stage
-
-
-def _gpu(component: str):
-    from fourloops.stages.probe import _gpu  # the probe's own error names the components declared
-
-    return _gpu(component)
+from fourloops.stage import gpu as _gpu  # an undeclared component is refused there, naming the declared ones
 
 
 def ask(ctx: AskContext, wildcards: dict, params: dict):

@@ -244,8 +244,9 @@ def _probe_text_encoder(s: dict, memory: _Memory, references, items: int, prompt
     t_load, (pipe, loaded, path, _) = _timed(memory, lambda: le.load_encoder(
         backend, s["model"], s.get("revision"), s["text_encoder_dtype"], device))
     weights = memory.allocated_gib()
-    # Qwen-Image-Edit's encoder also sees the record's source view (a render): one noise image of a render's size
-    source = _images(1, int(s.get("source_size", 512)), seed=0)[0] if backend == "qwen_image_edit_plus" else None
+    # Qwen-Image-Edit's encoder also sees the record's source view, resized by the pipeline to its condition area
+    # (only the aspect ratio counts): one square noise image stands in for a render
+    source = _images(1, 512, seed=0)[0] if backend == "qwen_image_edit_plus" else None
 
     def one(i):
         with torch.inference_mode():
