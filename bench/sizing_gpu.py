@@ -119,6 +119,9 @@ class RssPeaks:
 
 def child(args) -> int:
     """One configuration in this process: its probe record to --record."""
+    # what a Snakemake job's provenance wall times (fourloops.jobs): from before its heavy imports (torch, the
+    # stage's model code) to its record built; not the interpreter's start, nor the teardown after the record
+    t0 = time.perf_counter()
     rss = RssPeaks() if Path("/proc/self/status").exists() else None
     import torch
 
@@ -140,6 +143,7 @@ def child(args) -> int:
         rec["rss_sampled"] = rss.stop()  # anonymous against file-backed: the RAM wall's question
     if cap:
         rec["vram_cap"] = cap
+    rec["child_wall_seconds"] = round(time.perf_counter() - t0, 3)
     Path(args.record).write_text(json.dumps(rec, indent=1, default=str))
     return 0
 
@@ -244,8 +248,8 @@ def main(argv=None) -> int:
             say(f"FAILED {c['name']} (rc {rc}, {wall} s): {tail.strip().splitlines()[-1] if tail.strip() else ''}")
             continue
         rec = json.loads(record.read_text())
-        # the probe process's own wall, start to exit (interpreter, imports, load, items, teardown): what a job of
-        # this configuration pays beyond its load and items, where no Snakemake job's provenance times the probe
+        # the probe process's own wall, start to exit (interpreter, imports, load, items, teardown); the forecast
+        # reads child_wall_seconds, the span a job's provenance wall covers, where the record has it
         rec["process_wall_seconds"] = wall
         record.write_text(json.dumps(rec, indent=1, default=str))
         for conf in rec["configurations"]:

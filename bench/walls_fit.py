@@ -16,10 +16,10 @@ activations_reserve) = the smallest linear envelope (least total slack, scipy's 
 reserved - allocated (NVML - allocated - context where a record has no pool figure), each rounded up (a wall errs
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
-Held out (HELDOUT_RUNS): each of the third to sixth runs' probes, chosen before it, against the facts that run was
+Held out (HELDOUT_RUNS): each of the third to seventh runs' probes, chosen before it, against the facts that run was
 asked with (its models-before.yaml: config/models.yaml at cc2b805, fitted on the probes of the two runs before, whose
 fit had not read the DAG jobs' provenance, which is why two of the third run's DAG jobs were asked below the driver;
-and at 9243add, 1bc17aa and f3e6bd9, each fitted on every record of the runs before the fourth, fifth and sixth).
+and at 9243add, 1bc17aa, f3e6bd9 and 1066dd3, each fitted on every record of the runs before the fourth to seventh).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
@@ -110,7 +110,7 @@ def rows_before(run: dict) -> list[dict]:
 DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12-02-cap24",
             RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4",
             RESULTS / "gpu-run-h200-2026-12-02-run5", RESULTS / "gpu-run-h200-2026-12-02-run6",
-            RESULTS / "gpu-run-h200-2026-12-02-run6-repeat")
+            RESULTS / "gpu-run-h200-2026-12-02-run6-repeat", RESULTS / "gpu-run-h200-2026-12-03-run7")
 
 
 
@@ -352,6 +352,7 @@ FITTED_PROBES = (RESULTS / "gpu-run-h200-2026-12-02" / "heldout",
 _RUN3, _RUN4 = RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4"
 _RUN5 = RESULTS / "gpu-run-h200-2026-12-02-run5"
 _RUN6 = RESULTS / "gpu-run-h200-2026-12-02-run6"
+_RUN7 = RESULTS / "gpu-run-h200-2026-12-03-run7"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -372,6 +373,11 @@ HELDOUT_RUNS = (
      "models_before": _RUN6 / "models-before.yaml",
      "before": "fitted on every record of the five runs before it, with activations_between (pixels_linear) and "
                "activations_batch_shared, in-sample there"},
+    {"name": "seventh", "run": _RUN7, "commit": "1066dd3",
+     "folders": (_RUN7 / "heldout" / "records", _RUN7 / "sizing" / "results" / "probe" / "h200"),
+     "models_before": _RUN7 / "models-before.yaml",
+     "before": "fitted on every record of the six runs before it, the sixth run's held-out probes' activations in "
+               "its tables, in-sample there"},
 )
 HELDOUT = HELDOUT_RUNS[0]["folders"]
 MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]
@@ -394,7 +400,9 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
             for c in rec["configurations"]:
                 if c.get("error") or c.get("nvml_process_gib") is None:
                     continue
-                if comp == "generator":
+                if comp == "text_encoder":  # the generator's text encoder alone (the lora_embeddings job's)
+                    config = {"backend": rec["key"].split("/")[1]}
+                elif comp == "generator":
                     config = {"references": c["references"], "size": c["resolution"]}
                 elif comp == "detector":
                     if c["images_per_call"] == 1 and rec["key"] in fitted_detectors:

@@ -182,7 +182,7 @@ def test_no_wall_ask_is_below_what_the_driver_saw_in_any_committed_gpu_record(wa
         assert ask >= row["nvml"], (row["record"], row["key"], ask, row["nvml"], source)
 
 
-@pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth"])
+@pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth", "seventh"])
 def test_the_held_out_probes_are_judged_by_facts_fitted_without_them_and_each_is_in_the_table(walls_fit, name):
     # each GPU run's held-out probes: the facts it was asked with (models-before.yaml, its commit's models.yaml)
     # are what the fit gives from the records before it alone, and none of its probes is one of those
@@ -266,6 +266,7 @@ RUN3 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run3"
 RUN4 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run4"
 RUN5 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run5"
 RUN6 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run6"
+RUN7 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run7"
 
 
 # what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
@@ -280,7 +281,7 @@ def _quoted_summary(text: str) -> list[str]:
     return [line[2:] for line in text.split("## Summary\n", 1)[1].splitlines() if line.startswith("- ")]
 
 
-@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7], ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)
     assert text == (run / "table.md").read_text()
@@ -298,7 +299,7 @@ def test_the_same_jobs_twice_table_regenerates_and_the_account_quotes_it():
     assert line.startswith("jobs run twice: 6;") and line in GPU_RUNS_DOC.read_text()
 
 
-@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7], ids=lambda p: p.name)
 def test_the_committed_24_gib_matrix_regenerates_from_its_records_and_the_readme_quotes_it(run):
     cap24 = _bench("cap24_matrix")
     text = cap24.matrix(run)
@@ -376,6 +377,10 @@ def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_proce
     probe.write_text(json.dumps({**json.loads(probe.read_text()), "process_wall_seconds": 25.0}))
     once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
     assert once == 10.0 + 0.5 + (25.0 - 10.0 - 11.5 - 2.0) and "process 1.5 s" in source
+    # and where it timed its own child's span (imports to record, as a job's wall), that, not its start and teardown
+    probe.write_text(json.dumps({**json.loads(probe.read_text()), "child_wall_seconds": 24.0}))
+    once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
+    assert once == 10.0 + 0.5 + (24.0 - 10.0 - 11.5 - 2.0) and "process 0.5 s" in source
 
 
 def test_the_committed_forecast_table_regenerates_and_the_readme_quotes_it():

@@ -241,10 +241,12 @@ class Measurements:
             # H200 run of 2026-12-02 saw 11.9 s there and 2.3-2.8 s on the DAG's first views)
             warm = max(0.0, min(float(c.get("first_item_seconds") or 0.0) - float(c["seconds_per_item"]) for c in timed))
             items = sum(float(i["seconds"]) for c in timed for i in c.get("items") or [] if i.get("seconds") is not None)
-            # the job's wall when a Snakemake job wrote the probe; else the probe process's own (bench/sizing_gpu.py)
-            wall = rec.get("job_wall_seconds")
-            if wall is None:
-                wall = rec.get("process_wall_seconds")
+            # the job's wall when a Snakemake job wrote the probe; else, for bench/sizing_gpu.py's probe process, the
+            # span a job's wall covers (imports to record: child_wall_seconds), else its whole process's (records
+            # before 2026-12-03: with the interpreter's start and teardown, which ran the seventh H200 run's
+            # lora_train forecast 1.295x long)
+            wall = next((rec[k] for k in ("job_wall_seconds", "child_wall_seconds", "process_wall_seconds")
+                         if rec.get(k) is not None), None)
             # less the probe's own record (its apparatus: GPU, packages, code), which the job does not make
             apparatus = float(rec.get("apparatus_seconds") or 0.0)
             process = max(0.0, float(wall) - load - items - apparatus) if wall is not None else 0.0
