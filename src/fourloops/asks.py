@@ -243,8 +243,7 @@ class Measurements:
             items = sum(float(i["seconds"]) for c in timed for i in c.get("items") or [] if i.get("seconds") is not None)
             # the job's wall when a Snakemake job wrote the probe; else, for bench/sizing_gpu.py's probe process, the
             # span a job's wall covers (imports to record: child_wall_seconds), else its whole process's (records
-            # before 2026-12-03: with the interpreter's start and teardown, which ran the seventh H200 run's
-            # lora_train forecast 1.295x long)
+            # before 2026-12-03, with the interpreter's start and teardown, which no job's wall holds)
             wall = next((rec[k] for k in ("job_wall_seconds", "child_wall_seconds", "process_wall_seconds")
                          if rec.get(k) is not None), None)
             # less the probe's own record (its apparatus: GPU, packages, code), which the job does not make
