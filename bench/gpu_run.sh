@@ -2,7 +2,7 @@
 # GPU jobs through Snakemake itself on one lent GPU with no network, with the sizing model set (profiles/sizing-gpu):
 # the sizing builds and a probe per component (unless carried), the held-out sizing probes, then the whole DAG under
 # a 24 GiB cap, asked and admitted by the desk's walls (the 24 GiB confusion matrix), the ladder's GPU jobs once more
-# (repeat, when GPU_RUN_REPEAT=1; GPU_RUN_HELDOUT=0 skips the held-out probes), then Qwen-Image-Edit NF4 under the cap when QWEN_SIZES names sizes; raw records to $OUT. GPU_RUN_SEEDS_LORA=1 also runs the seeds' LoRA setup under the cap (a job the desk's walls refuse).
+# (repeat, when GPU_RUN_REPEAT=1; GPU_RUN_HELDOUT=0 skips the held-out probes, =after runs them after the DAG), then Qwen-Image-Edit NF4 under the cap when QWEN_SIZES names sizes; raw records to $OUT. GPU_RUN_SEEDS_LORA=1 also runs the seeds' LoRA setup under the cap (a job the desk's walls refuse).
 #
 # Here (with network), once: the wheels the GPU machine's own Python 3.12 + torch lacks (bench/gpu_wheels.sh), the
 # pinned OmniGen2 package in .carry/omnigen2, a git bundle of HEAD (so each job's provenance names a clean commit),
@@ -88,8 +88,9 @@ print(" ".join(f"results/probe/h200/{c}.json" for c in probed() if not os.path.e
   fi
   lora_probe
   # the held-out probes (5.5 device minutes in the seventh run, whose DAG then ran out of the session's 30): skipped
-  # with GPU_RUN_HELDOUT=0, for a session that is to finish the whole DAG
-  if [ "${GPU_RUN_HELDOUT:-1}" != 0 ]; then heldout; collect heldout; fi
+  # with GPU_RUN_HELDOUT=0, for a session that is to finish the whole DAG; GPU_RUN_HELDOUT=after runs them after it,
+  # so that a session short of minutes loses held-out probes rather than the DAG's tail
+  case "${GPU_RUN_HELDOUT:-1}" in 0|after) ;; *) heldout; collect heldout ;; esac
   [ -n "${GPU_RUN_SEEDS_LORA:-}" ] && cap24_refused
   say "plans before the capped run: the forecast (this machine's probes) and the desk walls' verdicts"
   python3 -m fourloops.cli plan "${PROFILE[@]}" --json "${CAPPED[@]}" > "$RUN/plan-before.json"
@@ -100,6 +101,7 @@ print(" ".join(f"results/probe/h200/{c}.json" for c in probed() if not os.path.e
   echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
   cp "$RUN"/plan-before*.json sizing/ 2>/dev/null
   collect dag
+  [ "${GPU_RUN_HELDOUT:-1}" = after ] && { heldout; collect heldout; }
   # the ladder's jobs forced once more (the sixth run: 6 of 6 within 20% of their first wall); 5.5 device minutes,
   # so only when asked (the seventh run left it out to fit its 30 minutes)
   [ -n "${GPU_RUN_REPEAT:-}" ] && repeat
@@ -133,22 +135,23 @@ repeat() {  # the ladder's generator and keypoints jobs once more, forced, on th
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-03, seventh run; memory: few
-  # steps and items, each in its own process): the generator between two measured sizes (bf16 at 960 px with 3
-  # references, nf4 at 576 with 2), where activations_between reads them; the scorer at bf16 grading 960 px images
-  # and at nf4 grading 576; the detector at 6 and 48 images a call (activations_batch_shared; 48 is past every
-  # probe); LoRA steps at 576 px rank 16 (between 512 and 640) and at 960 px rank 32 (between 896 and 1024). The
-  # sixth run's were 832 (bf16, 2 references) and 896 (nf4), the scorer at 832 and 896, the detector at 12 and 40,
-  # LoRA 704 r8 and 1024 r16; the fifth run's 640 px (generator, scorer), the detector at 3 and 24, LoRA 896 r16 and
-  # 512 r32.
+heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-03, eighth run; memory: few
+  # steps and items, each in its own process): the generator at bf16, 704 px with 3 references (the seventh run's one
+  # ask below the driver was 3 references at 960) and at nf4, 800 px with 1 reference, both between measured sizes;
+  # the scorer at bf16 grading 704 px images and at nf4 grading 800; the detector at 20 and 64 images a call (64 is
+  # past every probe); LoRA steps at 448 px rank 32 (between 384 and 512) and at 832 px rank 8 (between 768 and 896).
+  # The seventh run's were 960 (bf16, 3 references) and 576 (nf4, 2), the scorer at 960 and 576, the detector at 6
+  # and 48, LoRA 576 r16 and 960 r32; the sixth run's 832 (bf16, 2 references) and 896 (nf4), the scorer at 832 and
+  # 896, the detector at 12 and 40, LoRA 704 r8 and 1024 r16; the fifth run's 640 px (generator, scorer), the
+  # detector at 3 and 24, LoRA 896 r16 and 512 r32.
   say "held-out probes"
   local work=$RUN/heldout; mkdir -p "$work/models"
   for c in omnigen2 detector scorer; do ln -sfn "$REPO/sizing/models/sizing/$c" "$work/models/$c"; done
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-max-new-tokens 48)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 960 --items 2 --references 3 \
-    --omnigen2-precisions bf16 --scorer-precisions bf16 --no-detector --lora-steps bf16:precomputed:576:16
-  python3 bench/sizing_gpu.py "${common[@]}" --size 576 --items 1 --references 2 \
-    --omnigen2-precisions nf4 --scorer-precisions nf4 --detector-batches 6 48 --lora-steps bf16:precomputed:960:32
+  python3 bench/sizing_gpu.py "${common[@]}" --size 704 --items 2 --references 3 \
+    --omnigen2-precisions bf16 --scorer-precisions bf16 --no-detector --lora-steps bf16:precomputed:448:32
+  python3 bench/sizing_gpu.py "${common[@]}" --size 800 --items 1 --references 1 \
+    --omnigen2-precisions nf4 --scorer-precisions nf4 --detector-batches 20 64 --lora-steps bf16:precomputed:832:8
 }
 
 lora_probe() {  # the LoRA step at the run's own settings (bf16 frozen, embeddings precomputed, 512 px, rank 8), timed
