@@ -110,7 +110,8 @@ def rows_before(run: dict) -> list[dict]:
 DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12-02-cap24",
             RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4",
             RESULTS / "gpu-run-h200-2026-12-02-run5", RESULTS / "gpu-run-h200-2026-12-02-run6",
-            RESULTS / "gpu-run-h200-2026-12-02-run6-repeat", RESULTS / "gpu-run-h200-2026-12-03-run7")
+            RESULTS / "gpu-run-h200-2026-12-02-run6-repeat", RESULTS / "gpu-run-h200-2026-12-03-run7",
+            RESULTS / "gpu-run-h200-2026-12-03-run8")
 
 
 
@@ -353,6 +354,7 @@ _RUN3, _RUN4 = RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200
 _RUN5 = RESULTS / "gpu-run-h200-2026-12-02-run5"
 _RUN6 = RESULTS / "gpu-run-h200-2026-12-02-run6"
 _RUN7 = RESULTS / "gpu-run-h200-2026-12-03-run7"
+_RUN8 = RESULTS / "gpu-run-h200-2026-12-03-run8"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -378,6 +380,12 @@ HELDOUT_RUNS = (
      "models_before": _RUN7 / "models-before.yaml",
      "before": "fitted on every record of the six runs before it, the sixth run's held-out probes' activations in "
                "its tables, in-sample there"},
+    # the eighth carried the seventh's probes (carried.txt): only its held-out records are its own probes
+    {"name": "eighth", "run": _RUN8, "commit": "7127267",
+     "folders": (_RUN8 / "heldout" / "records",),
+     "models_before": _RUN8 / "models-before.yaml",
+     "before": "fitted on every record of the seven runs before it, the seventh run's held-out probes' activations "
+               "in its tables, in-sample there"},
 )
 HELDOUT = HELDOUT_RUNS[0]["folders"]
 MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]

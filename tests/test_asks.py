@@ -182,7 +182,7 @@ def test_no_wall_ask_is_below_what_the_driver_saw_in_any_committed_gpu_record(wa
         assert ask >= row["nvml"], (row["record"], row["key"], ask, row["nvml"], source)
 
 
-@pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth", "seventh"])
+@pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth", "seventh", "eighth"])
 def test_the_held_out_probes_are_judged_by_facts_fitted_without_them_and_each_is_in_the_table(walls_fit, name):
     # each GPU run's held-out probes: the facts it was asked with (models-before.yaml, its commit's models.yaml)
     # are what the fit gives from the records before it alone, and none of its probes is one of those
@@ -269,6 +269,7 @@ RUN4 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run4"
 RUN5 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run5"
 RUN6 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run6"
 RUN7 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run7"
+RUN8 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run8"
 
 
 # what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
@@ -283,7 +284,7 @@ def _quoted_summary(text: str) -> list[str]:
     return [line[2:] for line in text.split("## Summary\n", 1)[1].splitlines() if line.startswith("- ")]
 
 
-@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8], ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)
     assert text == (run / "table.md").read_text()
@@ -301,7 +302,7 @@ def test_the_same_jobs_twice_table_regenerates_and_the_account_quotes_it():
     assert line.startswith("jobs run twice: 6;") and line in GPU_RUNS_DOC.read_text()
 
 
-@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8], ids=lambda p: p.name)
 def test_the_committed_24_gib_matrix_regenerates_from_its_records_and_the_readme_quotes_it(run):
     cap24 = _bench("cap24_matrix")
     text = cap24.matrix(run)
