@@ -33,6 +33,15 @@ say() { echo "$(date -u +%H:%M:%S) == $*"; }
 env_gpu() {
   export PYTHONPATH=/tmp/site:$REPO/src:$REPO/.carry/omnigen2 PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
   export TOKENIZERS_PARALLELISM=false
+  # GPU_RUN_ALLOC=expandable: torch's caching allocator with expandable segments for every process of the run (the
+  # ninth run, 2026-12-03): torch's own setting, read where each job runs, never a param; every record says which
+  # allocator it ran under (provenance `cuda_allocator`). The deprecated name, since torch 2.9.1 ignored the new
+  # PYTORCH_ALLOC_CONF for CUDA (pytorch/pytorch#183387).
+  case "${GPU_RUN_ALLOC:-default}" in
+    default) ;;
+    expandable) export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ;;
+    *) echo "GPU_RUN_ALLOC=$GPU_RUN_ALLOC; allowed: default, expandable" >&2; exit 2 ;;
+  esac
 }
 
 prepare() {
@@ -57,7 +66,7 @@ git_ready() {  # the copied tree's .git may be missing or name another commit (2
 all() {
   env_gpu
   mkdir -p "$RUN"
-  say "machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -V; df -h "$REPO" | tail -1
+  say "machine (allocator: ${GPU_RUN_ALLOC:-default})"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -V; df -h "$REPO" | tail -1
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .wheels/*.whl \
     || { say "wheel install failed"; touch "$RUN/done"; return 1; }
   # OmniGen2 beside the wheels: a later call that carries no .carry/omnigen2 finds it gone from the tree (the fifth
@@ -90,7 +99,7 @@ print(" ".join(f"results/probe/h200/{c}.json" for c in probed() if not os.path.e
   # the held-out probes (5.5 device minutes in the seventh run, whose DAG then ran out of the session's 30): skipped
   # with GPU_RUN_HELDOUT=0, for a session that is to finish the whole DAG; GPU_RUN_HELDOUT=after runs them after it,
   # so that a session short of minutes loses held-out probes rather than the DAG's tail
-  case "${GPU_RUN_HELDOUT:-1}" in 0|after) ;; *) heldout; collect heldout ;; esac
+  case "${GPU_RUN_HELDOUT:-1}" in 0|after) ;; *) insample; heldout; collect heldout ;; esac
   [ -n "${GPU_RUN_SEEDS_LORA:-}" ] && cap24_refused
   say "plans before the capped run: the forecast (this machine's probes) and the desk walls' verdicts"
   python3 -m fourloops.cli plan "${PROFILE[@]}" --json "${CAPPED[@]}" > "$RUN/plan-before.json"
@@ -101,7 +110,7 @@ print(" ".join(f"results/probe/h200/{c}.json" for c in probed() if not os.path.e
   echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
   cp "$RUN"/plan-before*.json sizing/ 2>/dev/null
   collect dag
-  [ "${GPU_RUN_HELDOUT:-1}" = after ] && { heldout; collect heldout; }
+  [ "${GPU_RUN_HELDOUT:-1}" = after ] && { insample; heldout; collect heldout; }
   # the ladder's jobs forced once more (the sixth run: 6 of 6 within 20% of their first wall); 5.5 device minutes,
   # so only when asked (the seventh run left it out to fit its 30 minutes)
   [ -n "${GPU_RUN_REPEAT:-}" ] && repeat
@@ -135,23 +144,35 @@ repeat() {  # the ladder's generator and keypoints jobs once more, forced, on th
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-03, eighth run; memory: few
-  # steps and items, each in its own process): the generator at bf16, 704 px with 3 references (the seventh run's one
-  # ask below the driver was 3 references at 960) and at nf4, 800 px with 1 reference, both between measured sizes;
-  # the scorer at bf16 grading 704 px images and at nf4 grading 800; the detector at 20 and 64 images a call (64 is
-  # past every probe); LoRA steps at 448 px rank 32 (between 384 and 512) and at 832 px rank 8 (between 768 and 896).
-  # The seventh run's were 960 (bf16, 3 references) and 576 (nf4, 2), the scorer at 960 and 576, the detector at 6
-  # and 48, LoRA 576 r16 and 960 r32; the sixth run's 832 (bf16, 2 references) and 896 (nf4), the scorer at 832 and
-  # 896, the detector at 12 and 40, LoRA 704 r8 and 1024 r16; the fifth run's 640 px (generator, scorer), the
-  # detector at 3 and 24, LoRA 896 r16 and 512 r32.
+heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-03, ninth run, every process
+  # under the run's allocator; memory: few steps and items, each in its own process): the generator at bf16, 576 px
+  # with 3 references (between 512 and 640 in the bf16 table; 3 references held the most pool in every run) and at
+  # nf4, 704 px with 3 references; the scorer at bf16 grading 576 px images and at nf4 grading 704; the detector at
+  # 10 and 28 images a call; LoRA steps at 320 px rank 16 (between 256 and 384) and at 736 px rank 32 (between 704
+  # and 768).
+  # The eighth run's were 704 (bf16, 3 references) and 800 (nf4, 1), the scorer at 704 and 800, the detector at 20
+  # and 64, LoRA 448 r32 and 832 r8; the seventh run's 960 (bf16, 3 references) and 576 (nf4, 2), the scorer at 960
+  # and 576, the detector at 6 and 48, LoRA 576 r16 and 960 r32; the sixth run's 832 (bf16, 2 references) and 896
+  # (nf4), the scorer at 832 and 896, the detector at 12 and 40, LoRA 704 r8 and 1024 r16; the fifth run's 640 px
+  # (generator, scorer), the detector at 3 and 24, LoRA 896 r16 and 512 r32.
   say "held-out probes"
   local work=$RUN/heldout; mkdir -p "$work/models"
   for c in omnigen2 detector scorer; do ln -sfn "$REPO/sizing/models/sizing/$c" "$work/models/$c"; done
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-max-new-tokens 48)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 704 --items 2 --references 3 \
-    --omnigen2-precisions bf16 --scorer-precisions bf16 --no-detector --lora-steps bf16:precomputed:448:32
-  python3 bench/sizing_gpu.py "${common[@]}" --size 800 --items 1 --references 1 \
-    --omnigen2-precisions nf4 --scorer-precisions nf4 --detector-batches 20 64 --lora-steps bf16:precomputed:832:8
+  python3 bench/sizing_gpu.py "${common[@]}" --size 576 --items 2 --references 3 \
+    --omnigen2-precisions bf16 --scorer-precisions bf16 --detector-batches 10 28 --lora-steps bf16:precomputed:320:16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 704 --items 1 --references 3 \
+    --omnigen2-precisions nf4 --scorer-precisions nf4 --no-detector --lora-steps bf16:precomputed:736:32
+}
+
+insample() {  # configurations the facts were fitted at, under this run's allocator, beside the DAG's own jobs: the
+  # NF4 generator at 512 px with 3 references (no DAG job runs an NF4 generator, and the in-sample records of a run
+  # under another allocator than the earlier runs' are this run's own)
+  say "in-sample probes (the NF4 generator at 512 px)"
+  local work=$RUN/insample; mkdir -p "$work/models"
+  ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
+  python3 bench/sizing_gpu.py --work "$work" --out "$RUN/insample/records" --timeout 300 --steps 4 --size 512 \
+    --items 1 --references 3 --omnigen2-precisions nf4 --scorer-precisions --no-detector --lora-steps
 }
 
 lora_probe() {  # the LoRA step at the run's own settings (bf16 frozen, embeddings precomputed, 512 px, rank 8), timed
@@ -197,7 +218,7 @@ collect() {  # what comes back: records, logs, benchmarks, tables (no images, no
   local name=$1
   say "collect $name"
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d carried.txt plan-before*.json heldout/records qwen/records qwen/plan-qwen.txt cap24-* repeat 2>/dev/null) 2>/dev/null
+    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d carried.txt plan-before*.json heldout/records insample/records qwen/records qwen/plan-qwen.txt cap24-* repeat 2>/dev/null) 2>/dev/null
   ls -la "$RUN"/*.tar.gz
 }
 

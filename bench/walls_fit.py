@@ -141,9 +141,10 @@ def _dag_config(rec: dict) -> tuple[str, str, str, dict] | None:
                                        "resolution": t["resolution"], "rank": t["rank"]}
 
 
-def dag_rows() -> list[dict]:
+def dag_rows(runs=None, allocator: str = "default") -> list[dict]:
+    """Every GPU job of the whole-DAG runs (DAG_RUNS, or `runs`) made under `allocator`."""
     out = []
-    for run in DAG_RUNS:
+    for run in DAG_RUNS if runs is None else runs:
         skip = carried(run)
         for path in sorted((run / "sizing" / "results" / "provenance").rglob("*.json")):
             if path.relative_to(run).as_posix() in skip:
@@ -152,7 +153,7 @@ def dag_rows() -> list[dict]:
             if rec.get("nvml_peak_gib") is None or rec.get("peak_vram_gib") is None:
                 continue
             found = _dag_config(rec)
-            if found is None:
+            if found is None or allocator_of(rec) != allocator:
                 continue
             comp, key, precision, config = found
             out.append({"record": str(path.relative_to(REPO)), "component": comp, "key": key, "precision": precision,
@@ -160,6 +161,16 @@ def dag_rows() -> list[dict]:
                         "nvml": rec["nvml_peak_gib"], "kind": kind_of(comp, precision), "sample": "in-sample",
                         "rss": _gib(rec.get("peak_rss_mib")), "rss_anon": None})
     return out
+
+
+def allocator_of(rec: dict) -> str:
+    """"expandable" for a record made with torch's expandable segments (provenance `cuda_allocator`, from the ninth
+    run on), else "default": every record before it ran torch's default caching allocator."""
+    alloc = rec.get("cuda_allocator") or {}
+    if alloc.get("expandable_segments") is not None:
+        return "expandable" if alloc["expandable_segments"] else "default"
+    conf = ",".join((alloc.get("env") or {}).values()).replace(" ", "")
+    return "expandable" if "expandable_segments:True" in conf else "default"
 
 
 def _label(record: str) -> str:
@@ -221,6 +232,8 @@ def fit(all_rows: list[dict]) -> dict:
     facts = {}
     for kind in KINDS:
         inn = [r for r in all_rows if r["kind"] == kind and r["sample"] == "in-sample"]
+        if not inn:
+            continue
         ctx = _up(max(r["nvml"] - r["reserved"] for r in inn if r["reserved"] is not None), 2)
         peak = [r["allocated"] for r in inn]
         act = [max(0.0, r["allocated"] - r["weights"]) for r in inn]
@@ -388,13 +401,27 @@ HELDOUT_RUNS = (
      "before": "fitted on every record of the seven runs before it, the seventh run's held-out probes' activations "
                "in its tables, in-sample there"},
 )
+_RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
+# Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh
+# GPU_RUN_ALLOC=expandable). No earlier record ran that allocator, so its overheads are fitted (`fit`, the same form
+# and rule as the default allocator's) on the run's own in-sample records alone: its DAG jobs, the probe rule's
+# probes, the LoRA step probe and bench/gpu_run.sh `insample`, all at configurations the activation tables hold; and
+# judged on its held-out probes (bench/gpu_run.sh `heldout`), chosen and committed before the run, with the other
+# facts (weights, activation tables) of the run's models-before.yaml. Chosen and committed before the ninth run.
+EXPANDABLE_RUNS = (
+    {"name": "ninth", "run": _RUN9, "models_before": _RUN9 / "models-before.yaml",
+     "insample": (_RUN9 / "sizing" / "results" / "probe" / "h200", _RUN9 / "insample" / "records"),
+     "heldout": (_RUN9 / "heldout" / "records",)},
+)
 HELDOUT = HELDOUT_RUNS[0]["folders"]
 MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]
 
 
-def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str = "in-sample") -> list[dict]:
-    """One row per configuration of the probe records in `folders` (a record's configurations each have their NVML);
-    a detector configuration at one image a call whose key is in `fitted_detectors` is that record again."""
+def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str = "in-sample",
+               allocator: str = "default") -> list[dict]:
+    """One row per configuration of the probe records in `folders` (a record's configurations each have their NVML)
+    made under `allocator`; a detector configuration at one image a call whose key is in `fitted_detectors` is that
+    record again."""
     out = []
     for folder in folders:
         run = next((p for p in folder.parents if p.name.startswith("gpu-run-")), None)
@@ -403,8 +430,8 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
             if run is not None and path.relative_to(run).as_posix() in skip:
                 continue
             rec = json.loads(path.read_text())
-            if "configurations" not in rec:
-                continue  # a probe that failed (its error is in the record)
+            if "configurations" not in rec or allocator_of(rec) != allocator:
+                continue  # a probe that failed (its error is in the record), or one under another allocator
             comp, precision = rec["component"], rec["precision"]
             for c in rec["configurations"]:
                 if c.get("error") or c.get("nvml_process_gib") is None:
@@ -500,6 +527,69 @@ def _annotate(all_rows: list[dict], over: dict, facts: dict | None = None) -> No
         r["ask"], _ = asked_gib(r, facts)
 
 
+def expandable_rows(run: dict) -> tuple[list[dict], list[dict]]:
+    """(in-sample, held-out) rows of a run under expandable segments; a held-out configuration that is one of the
+    in-sample ones is left out."""
+    inn = (probe_rows(run["insample"], allocator="expandable")
+           + dag_rows((run["run"],), allocator="expandable"))
+    held = probe_rows(run["heldout"], fitted_detectors={"detector/rfdetr_keypoint_preview/fp32/576"},
+                      sample="held out", allocator="expandable")
+    seen = {_conf_id(r) for r in inn}
+    return inn, [r for r in held if _conf_id(r) not in seen]
+
+
+def expandable_facts(run: dict) -> tuple[dict, dict, list[dict], list[dict]]:
+    """(the overheads fitted on the run's in-sample records, the facts its held-out rows are asked with: its
+    models-before.yaml with those overheads, in-sample rows, held-out rows), each row annotated."""
+    inn, held = expandable_rows(run)
+    before = _facts(run["models_before"])
+    for r in inn:
+        r["weights"] = weights_of(r, before)
+    over = fit(inn)
+    judged = {**before, "process_overhead": {**before["process_overhead"],
+                                             **{k: {x: v[x] for x in ("allocator_reserve", "activations_reserve",
+                                                                      "cuda_context_gib")} for k, v in over.items()}}}
+    _annotate(inn, judged["process_overhead"], judged)
+    _annotate(held, judged["process_overhead"], judged)
+    return over, judged, inn, held
+
+
+def expandable_lines() -> list[str]:
+    head = ("| kind | record | configuration | sample | allocated GiB | weights GiB | reserved GiB | NVML GiB | model GiB | "
+            "model/NVML | ask GiB | ask/NVML |")
+    out = []
+    for run in EXPANDABLE_RUNS:
+        out += ["", f"## Expandable segments: the {run['name']} run, fitted on its in-sample records, judged on its "
+                "held-out probes", "",
+                f"Every process of `{run['run'].relative_to(REPO).as_posix()}` ran torch's caching allocator with "
+                "expandable segments (bench/gpu_run.sh GPU_RUN_ALLOC=expandable; each record's `cuda_allocator`). "
+                "The overheads are fitted by the same rule as above on its in-sample records alone (DAG jobs and "
+                "probes at configurations the activation tables hold); its held-out probes, chosen and committed "
+                "before the run, are asked with them and the rest of "
+                f"`{run['models_before'].relative_to(REPO).as_posix()}`.", ""]
+        if not run["models_before"].exists():
+            out.append("- no records yet")
+            continue
+        over, _, inn, held = expandable_facts(run)
+        for kind, f in over.items():
+            out.append(f"- fitted, {kind}: allocator_reserve {f['allocator_reserve']:.3f}, activations_reserve "
+                       f"{f['activations_reserve']:.3f}, cuda_context_gib {f['cuda_context_gib']:.2f}; on "
+                       f"{f['records']} records of {'; '.join(f['fitted_on'])}")
+        out += ["", head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        out += [_row_line(r, True) for r in inn + held]
+        for label, rs in (("in-sample", inn), ("held-out", held)):
+            if not rs:
+                out.append(f"- {label} configurations ({run['name']} run, expandable segments): none")
+                continue
+            e_model = [r["model"] / r["nvml"] - 1 for r in rs]
+            e_ask = [r["ask"] / r["nvml"] - 1 for r in rs]
+            out.append(f"- {label} configurations ({run['name']} run, expandable segments): {len(rs)}, wall ask/NVML "
+                       f"- 1 from {min(e_ask):+.1%} to {max(e_ask):+.1%}; below the driver: "
+                       f"{sum(e < 0 for e in e_ask)}; over +10%: {sum(e > 0.10 for e in e_ask)}; model/NVML - 1 from "
+                       f"{min(e_model):+.1%} to {max(e_model):+.1%}")
+    return out
+
+
 def table() -> str:
     all_rows = rows()
     for r in all_rows:
@@ -561,6 +651,7 @@ def table() -> str:
                       f"{max(e_model):+.1%}"]
         else:
             lines.append("- held-out configurations: none recorded yet")
+    lines += expandable_lines()
     lines += ["", "## The walls' form against a bounded slack, each fitted on the records before a run", "",
               "The fifth run's records showed the pool's slack growing slower than a pass's activations (the detector "
               "0.23 GiB of slack at 0.76 GiB of activations, 0.44 at 2.89), so the linear form over-asks large passes. "

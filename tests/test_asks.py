@@ -182,6 +182,18 @@ def test_no_wall_ask_is_below_what_the_driver_saw_in_any_committed_gpu_record(wa
         assert ask >= row["nvml"], (row["record"], row["key"], ask, row["nvml"], source)
 
 
+def test_records_under_expandable_segments_are_kept_apart_from_the_default_allocators(walls_fit):
+    # the pool's slack differs by allocator: a record is "expandable" only where torch said so, or, where torch could
+    # not say, where the environment asked for it; every record before the ninth run is the default's
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert walls_fit.allocator_of({}) == "default"
+    assert walls_fit.allocator_of({"cuda_allocator": {"env": env, "expandable_segments": None}}) == "expandable"
+    assert walls_fit.allocator_of({"cuda_allocator": {"env": env, "expandable_segments": False}}) == "default"
+    assert walls_fit.allocator_of({"cuda_allocator": {"env": {}, "expandable_segments": True}}) == "expandable"
+    run9 = {walls_fit._RUN9.relative_to(REPO).as_posix()}
+    assert not {r["record"] for r in walls_fit.rows() if r["record"].startswith(tuple(run9))}
+
+
 @pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth", "seventh", "eighth"])
 def test_the_held_out_probes_are_judged_by_facts_fitted_without_them_and_each_is_in_the_table(walls_fit, name):
     # each GPU run's held-out probes: the facts it was asked with (models-before.yaml, its commit's models.yaml)

@@ -34,3 +34,16 @@ def test_without_a_cap_no_cuda_is_touched_and_without_nvml_no_peak_is_invented(m
     monkeypatch.setattr(pynvml, "nvmlInit", no_driver)
     assert gpumem.NvmlPeak().start().stop() == {"nvml_peak_gib": None,
                                                 "nvml_source": "no NVML (pynvml missing or no driver)"}
+
+
+def test_the_allocator_setting_a_job_ran_under_is_recorded(monkeypatch):
+    """The pool's slack depends on torch's allocator setting (expandable segments or not): every GPU record says which
+    it ran under; a process that never used CUDA records only the environment's setting, and none without one."""
+    from fourloops import provenance
+
+    for name in provenance.ALLOC_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert provenance.cuda_allocator() is None
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    assert provenance.cuda_allocator() == {"env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+                                           "expandable_segments": None}

@@ -109,6 +109,31 @@ def peak_reserved_gib() -> float | None:
     return max(torch.cuda.max_memory_reserved(i) for i in range(torch.cuda.device_count())) / 2**30
 
 
+ALLOC_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+
+
+def cuda_allocator() -> dict | None:
+    """torch's CUDA caching allocator as this process ran it: the allocator variables of the environment (torch's
+    own settings, read where the job runs, never a param) and whether its segments were expandable, from torch's
+    memory snapshot (None when torch cannot say). The pool's slack over what torch allocated, part of what the
+    driver sees of a process, depends on it."""
+    conf = {name: os.environ[name] for name in ALLOC_ENV if os.environ.get(name)}
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return {"env": conf, "expandable_segments": None} if conf else None
+    expandable = None
+    try:
+        snap = torch.cuda.memory._snapshot()
+        settings = snap.get("allocator_settings") or {}
+        if "expandable_segments" in settings:
+            expandable = bool(settings["expandable_segments"])
+        elif snap.get("segments"):
+            expandable = any(bool(seg.get("is_expandable")) for seg in snap["segments"])
+    except Exception:  # noqa: BLE001 - a torch without the snapshot's fields: the environment alone says
+        expandable = None
+    return {"env": conf, "expandable_segments": expandable}
+
+
 def file_entries(paths) -> list[dict]:
     out = []
     for p in paths:
@@ -159,6 +184,7 @@ def build_record(
         "peak_rss_mib": round(peak_rss_mib(), 1),
         "peak_vram_gib": peak_vram_gib(),
         "peak_reserved_gib": peak_reserved_gib(),
+        "cuda_allocator": cuda_allocator(),
         "invocation": os.environ.get("FOURLOOPS_INVOCATION", ""),
         **fields,
     }
