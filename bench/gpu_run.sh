@@ -95,7 +95,12 @@ print(" ".join(f"results/probe/h200/{c}.json" for c in probed() if not os.path.e
       python3 -m snakemake "${PROFILE[@]}" -- $missing || say "a probe not carried failed (its jobs keep their estimates)"
     fi
   fi
-  lora_probe
+  # a LoRA step probe carried with the others (the ninth run's second call) is kept
+  compgen -G "sizing/results/probe/h200/lora_step-*.json" >/dev/null || lora_probe
+  if [ "${GPU_RUN_DAG:-1}" = 0 ]; then  # the probes alone (the ninth run's second call, after the first call's
+    # machine was lost mid-DAG with 17 device minutes left): in-sample and held-out, no plans, no DAG
+    insample; heldout; collect heldout; touch "$RUN/done"; return 0
+  fi
   # the held-out probes (5.5 device minutes in the seventh run, whose DAG then ran out of the session's 30): skipped
   # with GPU_RUN_HELDOUT=0, for a session that is to finish the whole DAG; GPU_RUN_HELDOUT=after runs them after it,
   # so that a session short of minutes loses held-out probes rather than the DAG's tail
