@@ -39,6 +39,12 @@ def _records(run_dir: Path) -> dict:
 
 
 STOPPED = "Exiting because a job execution failed"  # Snakemake's line when it stops starting jobs after a failure
+CUT = "not run (the log ends mid-run: the machine was lost)"  # bench/gpu_run.sh appends "exit N" when Snakemake ends
+
+
+def _cut(log: str) -> bool:
+    """A capped log with no "exit N" line: the machine went away mid-run (the ninth run's first call)."""
+    return bool(log) and re.search(r"^exit -?\d+$", log, re.M) is None
 
 
 def _failure(log: str, rule: str, wildcards: dict | None = None) -> str | None:
@@ -81,7 +87,8 @@ def rows(run_dir: Path) -> list[dict]:
                 seen.add(key)  # the refused run's plan also holds jobs it shares with the DAG (the embeddings)
                 out.append(_row(j, records.get(key), None if key in records else
                                 _failure(log, j["rule"], j.get("wildcards") or {})
-                                or ("not run (the run stopped first)" if STOPPED in log else "no record")))
+                                or ("not run (the run stopped first)" if STOPPED in log else
+                                    CUT if _cut(log) else "no record")))
     out += probe_rows(run_dir)
     for key, rec in records.items():  # a capped job neither desk plan listed: no verdict to judge
         if rec.get("vram_cap_gib") is not None and key not in seen and key[0] not in GPU_RULES_SKIPPED:
@@ -144,7 +151,7 @@ def counts(body: list[dict]) -> dict:
     ran = [r for r in adm if r["under the cap"] != "ran without the cap"]
     # a false admit: out of memory, or no record and nothing in the log to say why (it may have been memory); a job
     # that failed for another reason (a missing package) or that Snakemake never started has no verdict to judge
-    other = [r for r in ran if r["under the cap"] in ("failed (not memory)", "not run (the run stopped first)")]
+    other = [r for r in ran if r["under the cap"] in ("failed (not memory)", "not run (the run stopped first)", CUT)]
     out = {"admitted, completed under the cap": sum(r["under the cap"] == "completed" for r in ran),
            "admitted, failed under the cap (false admits)": sum(r["under the cap"] != "completed" and r not in other
                                                                 for r in ran),

@@ -554,6 +554,21 @@ def expandable_facts(run: dict) -> tuple[dict, dict, list[dict], list[dict]]:
     return over, judged, inn, held
 
 
+def fit_expandable() -> dict:
+    """The overheads under expandable segments the walls use (config/models.yaml `process_overhead_expandable`): the
+    same fit on every record of the expandable runs, held-out probes included once they were judged (in-sample
+    from here)."""
+    every = []
+    for run in EXPANDABLE_RUNS:
+        inn, held = expandable_rows(run)
+        before = _facts(run["models_before"])
+        for r in inn + held:
+            r["weights"] = weights_of(r, before)
+            r["sample"] = "in-sample"
+        every += inn + held
+    return fit(every)
+
+
 def expandable_lines() -> list[str]:
     head = ("| kind | record | configuration | sample | allocated GiB | weights GiB | reserved GiB | NVML GiB | model GiB | "
             "model/NVML | ask GiB | ask/NVML |")
@@ -587,6 +602,23 @@ def expandable_lines() -> list[str]:
                        f"- 1 from {min(e_ask):+.1%} to {max(e_ask):+.1%}; below the driver: "
                        f"{sum(e < 0 for e in e_ask)}; over +10%: {sum(e > 0.10 for e in e_ask)}; model/NVML - 1 from "
                        f"{min(e_model):+.1%} to {max(e_model):+.1%}")
+    if any(run["models_before"].exists() for run in EXPANDABLE_RUNS):
+        refit = fit_expandable()
+        facts = _facts()
+        every = []
+        for run in EXPANDABLE_RUNS:
+            every += [r for rs in expandable_rows(run) for r in rs]
+        exp = {**facts, "process_overhead": {**facts["process_overhead"], **facts["process_overhead_expandable"]}}
+        _annotate(every, exp["process_overhead"], exp)
+        e_ask = [r["ask"] / r["nvml"] - 1 for r in every]
+        out += ["", "Refit on every record above, held-out ones included once judged (config/models.yaml "
+                "`process_overhead_expandable`, what the walls ask on a machine whose `cuda_allocator` is "
+                "expandable_segments; in-sample, no run has judged it):"]
+        out += [f"- refit, {kind}: allocator_reserve {f['allocator_reserve']:.3f}, activations_reserve "
+                f"{f['activations_reserve']:.3f}, cuda_context_gib {f['cuda_context_gib']:.2f}; on {f['records']} "
+                f"records" for kind, f in refit.items()]
+        out.append(f"- with them (in-sample): {len(every)} configurations, wall ask/NVML - 1 from {min(e_ask):+.1%} to "
+                   f"{max(e_ask):+.1%}; below the driver: {sum(e < 0 for e in e_ask)}")
     return out
 
 
@@ -708,6 +740,7 @@ def fitted() -> dict:
         r["weights"] = weights_of(r)
     one, share = fit_detector_batch(all_rows)
     return {"process_overhead": {**fit(all_rows), "build": fit_build(build_rows())},
+            "process_overhead_expandable": fit_expandable(),
             "activations_gib_per_prompt_token": fit_scorer(scorer_rows()),
             "detector_activations_576": one, "activations_batch_shared": share}
 

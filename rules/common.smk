@@ -18,6 +18,7 @@ from snakemake.exceptions import WorkflowError
 from fourloops import names, provenance, smk
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.yamlcheck import load_problem
+from fourloops.card import allocator_env
 from fourloops.config import ConfigError, check_config, loaded_configfiles, schema_with_slices
 
 # Snakemake's message for a malformed config file names neither file nor line: name both first.
@@ -49,6 +50,11 @@ os.environ.setdefault("FOURLOOPS_INVOCATION", provenance.redact(" ".join(sys.arg
 os.environ.setdefault("FOURLOOPS_REPO", str(workflow.basedir))
 # Every job ends when the Snakemake that parsed this dies (fourloops.lifeline watches this pid).
 os.environ.update(FOURLOOPS_SNAKEMAKE_PID=str(os.getpid()))
+# The machine's torch allocator (config/machines.yaml cuda_allocator) for every job this Snakemake starts: torch's own
+# variable, read where the job runs, never a param (a job checks torch took it: fourloops.gpumem.check_allocator);
+# a user's own setting stands.
+for _name, _value in allocator_env(config["machine"]).items():
+    os.environ.setdefault(_name, _value)
 
 CONDITIONS = list(config["conditions"])
 SOURCES = names.sources(config)

@@ -167,6 +167,8 @@ def test_models_yaml_holds_the_overheads_and_per_token_figure_the_records_give(w
     assert set(FACTS["process_overhead"]) == set(fitted["process_overhead"])
     for kind, got in fitted["process_overhead"].items():
         assert FACTS["process_overhead"][kind] == {k: got[k] for k in keys}, kind
+    assert {kind: {k: got[k] for k in keys} for kind, got in fitted["process_overhead_expandable"].items()} == \
+        FACTS["process_overhead_expandable"]
     assert FACTS["models"]["qwen3_vl_8b"]["activations_gib_per_prompt_token"] == \
         fitted["activations_gib_per_prompt_token"]
     det = FACTS["models"]["rfdetr_keypoint_preview"]
@@ -192,6 +194,24 @@ def test_records_under_expandable_segments_are_kept_apart_from_the_default_alloc
     assert walls_fit.allocator_of({"cuda_allocator": {"env": {}, "expandable_segments": True}}) == "expandable"
     run9 = {walls_fit._RUN9.relative_to(REPO).as_posix()}
     assert not {r["record"] for r in walls_fit.rows() if r["record"].startswith(tuple(run9))}
+
+
+def test_under_expandable_segments_the_walls_ask_at_or_over_the_driver_and_below_the_default_allocators(walls_fit):
+    # every record of the ninth run (every process with expandable segments), asked as a machine whose
+    # cuda_allocator is expandable_segments asks: at or over what its driver saw (in-sample: the facts were fitted
+    # on these); and the generator at 512 px is asked below what the default allocator's process held in the
+    # eighth run (16.857 GiB, generate D), the setting's point
+    run = walls_fit.EXPANDABLE_RUNS[0]
+    inn, held = walls_fit.expandable_rows(run)
+    assert len(inn) >= 10 and len(held) >= 9 and {r["kind"] for r in inn} == set(walls_fit.KINDS)
+    exp = asks.for_allocator(FACTS, "expandable_segments")
+    for row in inn + held:
+        ask, source = walls_fit.asked_gib(row, exp)
+        assert ask >= row["nvml"], (row["record"], row["key"], ask, row["nvml"], source)
+    gen = {"backend": "omnigen2", "precision": "bf16", "size": 512, "device": "cuda"}
+    run8_d = json.loads((REPO / "bench/results/gpu-run-h200-2026-12-03-run8/sizing/results/provenance/generate/D.json")
+                        .read_text())
+    assert asks.generator_ask(exp, gen).vram.value < run8_d["nvml_peak_gib"] < asks.generator_ask(FACTS, gen).vram.value
 
 
 @pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth", "seventh", "eighth"])
@@ -237,7 +257,7 @@ def test_the_bounded_form_covers_every_record_with_a_capped_slack_and_caps_a_lar
 def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_fit):
     quoted = [line[2:] for line in walls_fit.TABLE.read_text().splitlines() if line.startswith("- held-out configurations")]
     readme = " ".join((REPO / "README.md").read_text().split())
-    assert len(quoted) == len(walls_fit.HELDOUT_RUNS) and all(q in readme for q in quoted), quoted
+    assert len(quoted) == len(walls_fit.HELDOUT_RUNS) + len(walls_fit.EXPANDABLE_RUNS) and all(q in readme for q in quoted), quoted
     # and the two overhead forms, each fitted on the records before a run, on that run's held-out probes
     bounded = [line[2:] for line in walls_fit.TABLE.read_text().splitlines() if "; bounded " in line]
     measured = " ".join((REPO / "docs" / "measured.md").read_text().split())  # the README points there for the rest
@@ -282,6 +302,7 @@ RUN5 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run5"
 RUN6 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run6"
 RUN7 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run7"
 RUN8 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run8"
+RUN9 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run9"
 
 
 # what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
@@ -296,7 +317,7 @@ def _quoted_summary(text: str) -> list[str]:
     return [line[2:] for line in text.split("## Summary\n", 1)[1].splitlines() if line.startswith("- ")]
 
 
-@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9], ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)
     assert text == (run / "table.md").read_text()
@@ -314,7 +335,7 @@ def test_the_same_jobs_twice_table_regenerates_and_the_account_quotes_it():
     assert line.startswith("jobs run twice: 6;") and line in GPU_RUNS_DOC.read_text()
 
 
-@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9], ids=lambda p: p.name)
 def test_the_committed_24_gib_matrix_regenerates_from_its_records_and_the_readme_quotes_it(run):
     cap24 = _bench("cap24_matrix")
     text = cap24.matrix(run)
@@ -354,6 +375,14 @@ def test_the_24_gib_matrix_counts_a_job_the_desk_admits_that_fails_under_the_cap
     counts = cap24.counts(cap24.rows(run))
     assert counts["admitted, failed under the cap (false admits)"] == 0
     assert counts["admitted, failed under the cap for another reason or not started: no verdict"] == 2
+    # a log that ends mid-run (no "exit N": the machine went away) leaves its unstarted jobs without a verdict too;
+    # once the run ended ("exit 0"), a job with no record and no error is counted against the walls
+    (run / "cap24-admitted.log").write_text("localrule generate:\n")
+    got = {r["job"]: r["under the cap"] for r in cap24.rows(run) if r["rule"] == "generate"}
+    assert got["condition=C"] == cap24.CUT and cap24.counts(cap24.rows(run))[
+        "admitted, failed under the cap (false admits)"] == 0
+    (run / "cap24-admitted.log").write_text("localrule generate:\nexit 0\n")
+    assert cap24.counts(cap24.rows(run))["admitted, failed under the cap (false admits)"] == 2
 
 
 @pytest.mark.parametrize("run", [GPU_RUN, RUN3], ids=lambda p: p.name)

@@ -47,3 +47,30 @@ def test_the_allocator_setting_a_job_ran_under_is_recorded(monkeypatch):
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     assert provenance.cuda_allocator() == {"env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
                                            "expandable_segments": None}
+
+
+def test_the_machines_allocator_is_read_where_the_job_runs_and_a_bad_one_is_named(monkeypatch, tmp_path):
+    from fourloops import machines
+    from fourloops.card import MACHINE_ENV, allocator_env, allocator_of
+
+    monkeypatch.delenv(MACHINE_ENV, raising=False)
+    assert allocator_of("h200") == "expandable_segments"
+    assert allocator_of("desk") == "default"
+    assert allocator_env("desk") == {} and gpumem.check_allocator({}) is None
+    monkeypatch.setenv(MACHINE_ENV, "h200")  # a pod's own environment names the machine whose setting applies
+    assert allocator_of("desk") == "expandable_segments"
+    assert allocator_env("desk") == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}  # FOURLOOPS_MACHINE=h200
+    bad = tmp_path / "machines.yaml"
+    bad.write_text(machines.DEFAULT_PATH.read_text().replace("cuda_allocator: expandable_segments",
+                                                             "cuda_allocator: fast"))
+    with pytest.raises(machines.MachinesError, match=r"cuda_allocator.*'fast'.*(default|expandable_segments)"):
+        machines.load(bad)
+
+
+def test_without_a_card_the_expandable_allocator_is_recorded_as_not_checked():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA machine: check_allocator checks it for real")
+    assert gpumem.check_allocator({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}) == {
+        "cuda_allocator": "expandable_segments", "cuda_allocator_applied": False,
+        "cuda_allocator_note": "no CUDA device: nothing to check"}

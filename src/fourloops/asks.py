@@ -293,6 +293,15 @@ def process_kind(component: str, precision: str) -> str:
     return "nf4" if precision == "nf4" else "inference"
 
 
+def for_allocator(facts: dict, allocator: str) -> dict:
+    """The facts as a machine with torch's `allocator` asks by: under expandable_segments each kind's overheads are
+    models.yaml `process_overhead_expandable` (fitted by bench/walls_fit.py on records made so), else unchanged."""
+    if allocator != "expandable_segments" or not facts.get("process_overhead_expandable"):
+        return facts
+    return {**facts, "process_overhead": {**(facts.get("process_overhead") or {}),
+                                          **facts["process_overhead_expandable"]}}
+
+
 def overhead(facts: dict, kind: str) -> tuple[float, float, float]:
     """(allocator reserve, activations reserve, CUDA context GiB) of a kind of process; the top-level figures for a
     kind not listed."""

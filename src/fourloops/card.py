@@ -22,6 +22,24 @@ def busy_card_limit_gib(config_machine: str) -> float:
     return machines.machine(table, os.environ.get(MACHINE_ENV) or config_machine).busy_card_limit_gib
 
 
+def allocator_of(config_machine: str) -> str:
+    """This machine's torch allocator (machines.yaml `cuda_allocator`): the pod's under the RunPod executor, else the
+    run's `machine`; "default" for a name the file does not hold."""
+    from fourloops import machines
+
+    table = machines.load()
+    name = os.environ.get(MACHINE_ENV) or config_machine
+    return machines.machine(table, name).cuda_allocator if name in table else "default"
+
+
+def allocator_env(config_machine: str) -> dict[str, str]:
+    """torch's own variable for this machine's allocator, for the jobs a Snakemake starts (rules/common.smk) or a
+    pod runs (the RunPod executor): empty for the default allocator."""
+    if allocator_of(config_machine) != "expandable_segments":
+        return {}
+    return {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+
+
 def check_card(device: str, config_machine: str) -> None:
     """Refuse to load onto a CUDA device that other processes already hold beyond the machine's limit."""
     if not str(device).startswith("cuda"):

@@ -116,6 +116,36 @@ class NvmlPeak:
                 "nvml_interval_s": self.interval_s}
 
 
+class AllocatorError(RuntimeError):
+    """The machine asks for an allocator setting this process's torch did not take."""
+
+
+def check_allocator(environ=os.environ) -> dict | None:
+    """Where the job's environment asks torch for expandable segments (fourloops.card.allocator_env: the machine's
+    machines.yaml `cuda_allocator`, set by the Snakemake that starts the job), check that torch took it: the walls
+    asked by that allocator's overheads (fourloops.asks.for_allocator). None where nothing asks for it; an
+    AllocatorError, before the job loads anything, where torch runs without expandable segments."""
+    conf = ",".join(environ.get(name, "") for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"))
+    if "expandable_segments:true" not in conf.replace(" ", "").lower():
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"cuda_allocator": "expandable_segments", "cuda_allocator_applied": False,
+                "cuda_allocator_note": "no CUDA device: nothing to check"}
+    torch.empty(1, device="cuda")
+    snap = torch.cuda.memory._snapshot()
+    settings = snap.get("allocator_settings") or {}
+    took = (bool(settings["expandable_segments"]) if "expandable_segments" in settings
+            else any(bool(seg.get("is_expandable")) for seg in snap.get("segments") or ()))
+    if not took:
+        raise AllocatorError(
+            f"PYTORCH_CUDA_ALLOC_CONF = {conf.strip(',')!r} (config/machines.yaml: this machine's cuda_allocator = "
+            f"'expandable_segments'), but torch {torch.__version__} here did not take it: its segments are not "
+            "expandable; allowed: cuda_allocator: default for this machine (its walls then ask by process_overhead)")
+    return {"cuda_allocator": "expandable_segments", "cuda_allocator_applied": True}
+
+
 def apply_cap(environ=os.environ) -> dict | None:
     """Cap this process's torch pool from FOURLOOPS_VRAM_CAP_GIB (initialises CUDA; only when the variable is set)."""
     cap = cap_gib(environ)

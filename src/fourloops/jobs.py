@@ -76,6 +76,12 @@ def job(smk) -> Iterator[JobContext]:
         cap = gpumem.apply_cap()
         if cap:
             ctx.record(**cap)
+        try:  # the machine's allocator, as the Snakemake that started this job set it (fourloops.card.allocator_env)
+            alloc = gpumem.check_allocator()
+        except gpumem.AllocatorError as err:
+            raise SystemExit(f"rule {smk.rule}: {err}") from None
+        if alloc:
+            ctx.record(**alloc)
     try:
         yield ctx
         ctx.record(**nvml.stop())

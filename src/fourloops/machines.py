@@ -43,6 +43,7 @@ class Machine:
     hourly_usd: float = 0.0
     busy_card_limit_gib: float = 2.0
     pages_instead_of_oom: bool = False
+    cuda_allocator: str = "default"  # default | expandable_segments (fourloops.gpumem.apply_allocator)
 
     def label(self) -> str:
         gpu = f"{self.gpu_name} {self.vram_gib:g} GiB" if self.gpu_name else "no GPU"
@@ -105,13 +106,13 @@ def machine(machines: dict, name: str, host: str | None = None) -> Machine:
             devices=base.devices if raw.get("devices_from_host", True) else tuple(raw.get("devices") or ()),
             licensed=tuple(sorted(set(base.licensed) | set(raw.get("licensed") or ()))),
             hourly_usd=base.hourly_usd, busy_card_limit_gib=base.busy_card_limit_gib,
-            pages_instead_of_oom=base.pages_instead_of_oom,
+            pages_instead_of_oom=base.pages_instead_of_oom, cuda_allocator=base.cuda_allocator,
         )
     return Machine(name=name, **_given(raw, raw.get("gpu") or {}))
 
 
 _FIELDS = {"description": str, "os": str, "arch": str, "ram_gib": float, "hourly_usd": float,
-           "busy_card_limit_gib": float, "pages_instead_of_oom": bool}
+           "busy_card_limit_gib": float, "pages_instead_of_oom": bool, "cuda_allocator": str}
 
 
 def _given(raw: dict, gpu: dict) -> dict:

@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from fourloops import asks, lineage, machines, records, walls
@@ -378,9 +377,16 @@ class Workflow:
     def ask(self, rulename: str, wildcards: dict) -> asks.Ask:
         key = (rulename, tuple(sorted(wildcards.items())))
         if key not in self._asks:
-            ctx = AskContext(self.facts, self.measured, self.target or self.config["machine"])
+            ctx = self.ask_context()
             self._asks[key] = self.stage(rulename).ask_for(ctx, wildcards, self.params(rulename, wildcards))
         return self._asks[key]
+
+    def ask_context(self) -> AskContext:
+        """What the asks consult: the model facts as the target machine's torch allocator makes them
+        (machines.yaml `cuda_allocator`), its measurements, its name."""
+        name = self.target or self.config["machine"]
+        allocator = machines.machine(self.machines, name).cuda_allocator if name in self.machines else "default"
+        return AskContext(asks.for_allocator(self.facts, allocator), self.measured, name)
 
     def set_target(self, machine_name: str) -> None:
         """Judge the asks for `machine_name` (its own probes first), whatever the run's config machine says."""
@@ -473,7 +479,7 @@ class Workflow:
             out.append(walls.PendingJob(
                 rule=job.rule.name, output=str(job.output[0]), profile=self.profile(job.rule.name, wc),
                 ask=self.ask(job.rule.name, wc), wildcards=wc, params=self.params(job.rule.name, wc),
-                context=AskContext(self.facts, self.measured, self.target or self.config["machine"]),
+                context=self.ask_context(),
             ))
         return out
 

@@ -48,6 +48,7 @@ from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 
 from fourloops import dfc, machines, runpod
+from fourloops.card import allocator_env
 from fourloops.hub import FETCH_ENV
 from fourloops.pods import RunRecord
 from fourloops.provenance import redact
@@ -213,7 +214,7 @@ class Executor(RemoteExecutor):
         name = f"{self.settings.name_prefix}-{self.run_id}-{n}"
         # A pod fetches the configured weights once into its HF cache on the container disk (the desk never
         # downloads at run time: fourloops.hub.resolve_model); FOURLOOPS_MACHINE says whose walls apply.
-        env = {"PUBLIC_KEY": self.pubkey, FETCH_ENV: "1", "FOURLOOPS_MACHINE": "pod"}
+        env = {"PUBLIC_KEY": self.pubkey, FETCH_ENV: "1", "FOURLOOPS_MACHINE": "pod", **allocator_env("pod")}
         for var in self.pod_spec.pod_env:
             if os.environ.get(var):
                 env[var] = os.environ[var]
