@@ -80,6 +80,12 @@ all() {
   git_ready && say "code $(git rev-parse HEAD) dirty=$(git status --porcelain --untracked-files=no | wc -l)" || say "no git"
   # what this run carried from an earlier one (bench/gpu_table.py and bench/walls_fit.py leave them to that run)
   (cd "$REPO" && ls sizing/results/probe/*/*.json sizing/results/provenance/probe/*.json 2>/dev/null) > "$RUN/carried.txt"
+  if [ -n "${GPU_RUN_JUDGE:-}" ]; then  # the tenth run: OmniGen2's sizing build alone, then `judge`; nothing else
+    say "the OmniGen2 sizing model, then the judging probes"
+    python3 -m snakemake "${PROFILE[@]}" results/provenance/sizing_model/omnigen2.json \
+      || { say "the build failed: stop"; touch "$RUN/done"; return 1; }
+    judge; collect heldout; touch "$RUN/done"; return 0
+  fi
   # probes carried from an earlier session on this kind of machine (sizing/results/probe/h200 with their provenance)
   # are kept: this run's seconds then judge a forecast made before them; without them, probe here first.
   local until=(); compgen -G "sizing/results/probe/h200/*.json" >/dev/null && until=(--until sizing_model)
@@ -168,6 +174,21 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
     --omnigen2-precisions bf16 --scorer-precisions bf16 --detector-batches 10 28 --lora-steps bf16:precomputed:320:16
   python3 bench/sizing_gpu.py "${common[@]}" --size 704 --items 1 --references 3 \
     --omnigen2-precisions nf4 --scorer-precisions nf4 --no-detector --lora-steps bf16:precomputed:736:32
+}
+
+judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
+  # before the run (2026-12-03, tenth run: the 7 device minutes left), judged by config/models.yaml's
+  # process_overhead_expandable as committed then (bench/walls_fit.py EXPANDABLE_JUDGED): LoRA steps at 256 px rank 8
+  # (the default allocator's records held their largest context there), 384 px rank 16 and 448 px rank 32; OmniGen2
+  # bf16 at 640 px with 2 references and NF4 at 576 px with 1
+  say "judging probes (expandable segments)"
+  local work=$RUN/heldout; mkdir -p "$work/models"
+  ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
+  local common=(--work "$work" --out "$RUN/heldout/records" --timeout 120 --steps 4 --scorer-precisions --no-detector)
+  python3 bench/sizing_gpu.py "${common[@]}" --items 4 --omnigen2-precisions \
+    --lora-steps bf16:precomputed:256 bf16:precomputed:384:16 bf16:precomputed:448:32
+  python3 bench/sizing_gpu.py "${common[@]}" --size 640 --items 1 --references 2 --omnigen2-precisions bf16 --lora-steps
+  python3 bench/sizing_gpu.py "${common[@]}" --size 576 --items 1 --references 1 --omnigen2-precisions nf4 --lora-steps
 }
 
 insample() {  # configurations the facts were fitted at, under this run's allocator, beside the DAG's own jobs: the

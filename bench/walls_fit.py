@@ -413,6 +413,13 @@ EXPANDABLE_RUNS = (
      "insample": (_RUN9 / "sizing" / "results" / "probe" / "h200", _RUN9 / "insample" / "records"),
      "heldout": (_RUN9 / "heldout" / "records",)},
 )
+_RUN10 = RESULTS / "gpu-run-h200-2026-12-03-run10"
+# Runs under expandable segments judged by the walls' own facts for them, committed before the run: its
+# models-before.yaml's process_overhead_expandable (fourloops.asks.for_allocator), no fit on the run itself.
+EXPANDABLE_JUDGED = (
+    {"name": "tenth", "run": _RUN10, "models_before": _RUN10 / "models-before.yaml",
+     "heldout": (_RUN10 / "heldout" / "records",)},
+)
 HELDOUT = HELDOUT_RUNS[0]["folders"]
 MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]
 
@@ -622,6 +629,44 @@ def expandable_lines() -> list[str]:
     return out
 
 
+def judged_rows(run: dict) -> list[dict]:
+    """A judged run's held-out probes, asked as a machine whose cuda_allocator is expandable_segments asks with the
+    facts committed before the run; a configuration an expandable run before it measured is left out."""
+    from fourloops import asks
+
+    held = probe_rows(run["heldout"], fitted_detectors={"detector/rfdetr_keypoint_preview/fp32/576"},
+                      sample="held out", allocator="expandable")
+    seen = {_conf_id(r) for before in EXPANDABLE_RUNS for rs in expandable_rows(before) for r in rs}
+    held = [r for r in held if _conf_id(r) not in seen]
+    exp = asks.for_allocator(_facts(run["models_before"]), "expandable_segments")
+    _annotate(held, exp["process_overhead"], exp)
+    return held
+
+
+def judged_lines() -> list[str]:
+    out = []
+    for run in EXPANDABLE_JUDGED:
+        out += ["", f"## Expandable segments: the {run['name']} run's probes, judged by the walls' facts for them", "",
+                "Configurations no expandable record had measured, chosen and committed before the run (bench/gpu_run.sh "
+                "`judge`), every process with expandable segments, asked as a machine whose `cuda_allocator` is "
+                "expandable_segments asks: `process_overhead_expandable` and the rest of "
+                f"`{run['models_before'].relative_to(REPO).as_posix()}` (config/models.yaml as committed before it).", ""]
+        if not run["models_before"].exists():
+            out.append("- no records yet")
+            continue
+        held = judged_rows(run)
+        out += ["| kind | record | configuration | allocated GiB | weights GiB | reserved GiB | NVML GiB | model GiB | "
+                "model/NVML | ask GiB | ask/NVML |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        out += [_row_line(r, False) for r in held]
+        e_model = [r["model"] / r["nvml"] - 1 for r in held]
+        e_ask = [r["ask"] / r["nvml"] - 1 for r in held]
+        out += ["", f"- held-out configurations ({run['name']} run, expandable segments, the walls' facts): {len(held)}, "
+                f"wall ask/NVML - 1 from {min(e_ask):+.1%} to {max(e_ask):+.1%}; below the driver: "
+                f"{sum(e < 0 for e in e_ask)}; over +10%: {sum(e > 0.10 for e in e_ask)}; model/NVML - 1 from "
+                f"{min(e_model):+.1%} to {max(e_model):+.1%}"]
+    return out
+
+
 def table() -> str:
     all_rows = rows()
     for r in all_rows:
@@ -684,6 +729,7 @@ def table() -> str:
         else:
             lines.append("- held-out configurations: none recorded yet")
     lines += expandable_lines()
+    lines += judged_lines()
     lines += ["", "## The walls' form against a bounded slack, each fitted on the records before a run", "",
               "The fifth run's records showed the pool's slack growing slower than a pass's activations (the detector "
               "0.23 GiB of slack at 0.76 GiB of activations, 0.44 at 2.89), so the linear form over-asks large passes. "
