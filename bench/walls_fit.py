@@ -573,6 +573,12 @@ def fit_expandable() -> dict:
             r["weights"] = weights_of(r, before)
             r["sample"] = "in-sample"
         every += inn + held
+    for run in EXPANDABLE_JUDGED:
+        if run["models_before"].exists():
+            held = judged_rows(run)
+            for r in held:
+                r["sample"] = "in-sample"
+            every += held
     return fit(every)
 
 
@@ -615,10 +621,12 @@ def expandable_lines() -> list[str]:
         every = []
         for run in EXPANDABLE_RUNS:
             every += [r for rs in expandable_rows(run) for r in rs]
+        every += [r for run in EXPANDABLE_JUDGED if run["models_before"].exists() for r in judged_rows(run)]
         exp = {**facts, "process_overhead": {**facts["process_overhead"], **facts["process_overhead_expandable"]}}
         _annotate(every, exp["process_overhead"], exp)
         e_ask = [r["ask"] / r["nvml"] - 1 for r in every]
-        out += ["", "Refit on every record above, held-out ones included once judged (config/models.yaml "
+        out += ["", "Refit on every record of the expandable runs (this one's and the judged runs' below), held-out ones "
+                "included once judged (config/models.yaml "
                 "`process_overhead_expandable`, what the walls ask on a machine whose `cuda_allocator` is "
                 "expandable_segments; in-sample, no run has judged it):"]
         out += [f"- refit, {kind}: allocator_reserve {f['allocator_reserve']:.3f}, activations_reserve "

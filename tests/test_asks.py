@@ -205,7 +205,9 @@ def test_under_expandable_segments_the_walls_ask_at_or_over_the_driver_and_below
     inn, held = walls_fit.expandable_rows(run)
     assert len(inn) >= 10 and len(held) >= 9 and {r["kind"] for r in inn} == set(walls_fit.KINDS)
     exp = asks.for_allocator(FACTS, "expandable_segments")
-    for row in inn + held:
+    judged = [r for run10 in walls_fit.EXPANDABLE_JUDGED for r in walls_fit.judged_rows(run10)]
+    assert len(judged) >= 3  # the tenth run's, judged by the facts committed before it (its models-before.yaml)
+    for row in inn + held + judged:
         ask, source = walls_fit.asked_gib(row, exp)
         assert ask >= row["nvml"], (row["record"], row["key"], ask, row["nvml"], source)
     gen = {"backend": "omnigen2", "precision": "bf16", "size": 512, "device": "cuda"}
@@ -257,7 +259,8 @@ def test_the_bounded_form_covers_every_record_with_a_capped_slack_and_caps_a_lar
 def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_fit):
     quoted = [line[2:] for line in walls_fit.TABLE.read_text().splitlines() if line.startswith("- held-out configurations")]
     readme = " ".join((REPO / "README.md").read_text().split())
-    assert len(quoted) == len(walls_fit.HELDOUT_RUNS) + len(walls_fit.EXPANDABLE_RUNS) and all(q in readme for q in quoted), quoted
+    assert len(quoted) == len(walls_fit.HELDOUT_RUNS) + len(walls_fit.EXPANDABLE_RUNS) + len(
+        walls_fit.EXPANDABLE_JUDGED) and all(q in readme for q in quoted), quoted
     # and the two overhead forms, each fitted on the records before a run, on that run's held-out probes
     bounded = [line[2:] for line in walls_fit.TABLE.read_text().splitlines() if "; bounded " in line]
     measured = " ".join((REPO / "docs" / "measured.md").read_text().split())  # the README points there for the rest
