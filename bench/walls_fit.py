@@ -526,6 +526,16 @@ def _row_line(r: dict, with_sample: bool) -> str:
             f"{r['ask']:.3f} | {r['ask'] / r['nvml']:.3f} |")
 
 
+def _errors(label: str, rs: list[dict]) -> str:
+    """One summary line of annotated rows: "<label>: N, wall ask/NVML - 1 from ... to ...; below ...; over ...;
+    model/NVML - 1 from ... to ..." (tests compare the README's quotes with these)."""
+    e_model = [r["model"] / r["nvml"] - 1 for r in rs]
+    e_ask = [r["ask"] / r["nvml"] - 1 for r in rs]
+    return (f"- {label}: {len(rs)}, wall ask/NVML - 1 from {min(e_ask):+.1%} to {max(e_ask):+.1%}; below the driver: "
+            f"{sum(e < 0 for e in e_ask)}; over +10%: {sum(e > 0.10 for e in e_ask)}; model/NVML - 1 from "
+            f"{min(e_model):+.1%} to {max(e_model):+.1%}")
+
+
 def _annotate(all_rows: list[dict], over: dict, facts: dict | None = None) -> None:
     """Each row's weights, modelled NVML (`over`: the overheads per kind) and wall ask (`facts`: models.yaml)."""
     for r in all_rows:
@@ -609,12 +619,7 @@ def expandable_lines() -> list[str]:
             if not rs:
                 out.append(f"- {label} configurations ({run['name']} run, expandable segments): none")
                 continue
-            e_model = [r["model"] / r["nvml"] - 1 for r in rs]
-            e_ask = [r["ask"] / r["nvml"] - 1 for r in rs]
-            out.append(f"- {label} configurations ({run['name']} run, expandable segments): {len(rs)}, wall ask/NVML "
-                       f"- 1 from {min(e_ask):+.1%} to {max(e_ask):+.1%}; below the driver: "
-                       f"{sum(e < 0 for e in e_ask)}; over +10%: {sum(e > 0.10 for e in e_ask)}; model/NVML - 1 from "
-                       f"{min(e_model):+.1%} to {max(e_model):+.1%}")
+            out.append(_errors(f"{label} configurations ({run['name']} run, expandable segments)", rs))
     if any(run["models_before"].exists() for run in EXPANDABLE_RUNS):
         refit = fit_expandable()
         facts = _facts()
@@ -666,12 +671,7 @@ def judged_lines() -> list[str]:
         out += ["| kind | record | configuration | allocated GiB | weights GiB | reserved GiB | NVML GiB | model GiB | "
                 "model/NVML | ask GiB | ask/NVML |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         out += [_row_line(r, False) for r in held]
-        e_model = [r["model"] / r["nvml"] - 1 for r in held]
-        e_ask = [r["ask"] / r["nvml"] - 1 for r in held]
-        out += ["", f"- held-out configurations ({run['name']} run, expandable segments, the walls' facts): {len(held)}, "
-                f"wall ask/NVML - 1 from {min(e_ask):+.1%} to {max(e_ask):+.1%}; below the driver: "
-                f"{sum(e < 0 for e in e_ask)}; over +10%: {sum(e > 0.10 for e in e_ask)}; model/NVML - 1 from "
-                f"{min(e_model):+.1%} to {max(e_model):+.1%}"]
+        out += ["", _errors(f"held-out configurations ({run['name']} run, expandable segments, the walls' facts)", held)]
     return out
 
 
@@ -728,12 +728,7 @@ def table() -> str:
         if hrows:
             lines += [head.format(""), "|---|---|---|---|---|---|---|---|---|---|---|"]
             lines += [_row_line(r, False) for r in hrows]
-            e_model = [r["model"] / r["nvml"] - 1 for r in hrows]
-            e_ask = [r["ask"] / r["nvml"] - 1 for r in hrows]
-            lines += ["", f"- held-out configurations ({run['name']} run): {len(hrows)}, wall ask/NVML - 1 from "
-                      f"{min(e_ask):+.1%} to {max(e_ask):+.1%}; below the driver: {sum(e < 0 for e in e_ask)}; over "
-                      f"+10%: {sum(e > 0.10 for e in e_ask)}; model/NVML - 1 from {min(e_model):+.1%} to "
-                      f"{max(e_model):+.1%}"]
+            lines += ["", _errors(f"held-out configurations ({run['name']} run)", hrows)]
         else:
             lines.append("- held-out configurations: none recorded yet")
     lines += expandable_lines()

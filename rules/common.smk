@@ -18,7 +18,6 @@ from snakemake.exceptions import WorkflowError
 from fourloops import names, provenance, smk
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
 from fourloops.yamlcheck import load_problem
-from fourloops.card import allocator_env
 from fourloops.config import ConfigError, check_config, loaded_configfiles, schema_with_slices
 
 # Snakemake's message for a malformed config file names neither file nor line: name both first.
@@ -50,11 +49,6 @@ os.environ.setdefault("FOURLOOPS_INVOCATION", provenance.redact(" ".join(sys.arg
 os.environ.setdefault("FOURLOOPS_REPO", str(workflow.basedir))
 # Every job ends when the Snakemake that parsed this dies (fourloops.lifeline watches this pid).
 os.environ.update(FOURLOOPS_SNAKEMAKE_PID=str(os.getpid()))
-# The machine's torch allocator (config/machines.yaml cuda_allocator) for every job this Snakemake starts: torch's own
-# variable, read where the job runs, never a param (a job checks torch took it: fourloops.gpumem.check_allocator);
-# a user's own setting stands.
-for _name, _value in allocator_env(config["machine"]).items():
-    os.environ.setdefault(_name, _value)
 
 CONDITIONS = list(config["conditions"])
 SOURCES = names.sources(config)
@@ -83,6 +77,13 @@ try:  # models.yaml and machines.yaml are validated by their own schemas (config
     FOURLOOPS = smk.workflow_of(workflow, config)
 except ValueError as err:  # ConfigError, MachinesError: the message names file, line, key and value
     raise WorkflowError(str(err)) from None
+# The machine's torch allocator (config/machines.yaml cuda_allocator) for every job this Snakemake starts: torch's own
+# variable, read where the job runs, never a param (a job checks torch took it: fourloops.gpumem.check_allocator);
+# a user's own setting stands.
+from fourloops.card import allocator_env
+
+for _name, _value in allocator_env(config["machine"], FOURLOOPS.machines).items():
+    os.environ.setdefault(_name, _value)
 # A precision the Hailo target cannot run is refused now, not after the compile (RFD 1165).
 from fourloops.hef import precision_problem
 

@@ -22,20 +22,18 @@ def busy_card_limit_gib(config_machine: str) -> float:
     return machines.machine(table, os.environ.get(MACHINE_ENV) or config_machine).busy_card_limit_gib
 
 
-def allocator_of(config_machine: str) -> str:
+def allocator_of(config_machine: str, table: dict | None = None) -> str:
     """This machine's torch allocator (machines.yaml `cuda_allocator`): the pod's under the RunPod executor, else the
-    run's `machine`; "default" for a name the file does not hold."""
+    run's `machine`. `table`: machines.yaml as the caller loaded it already."""
     from fourloops import machines
 
-    table = machines.load()
-    name = os.environ.get(MACHINE_ENV) or config_machine
-    return machines.machine(table, name).cuda_allocator if name in table else "default"
+    return machines.allocator(machines.load() if table is None else table, os.environ.get(MACHINE_ENV) or config_machine)
 
 
-def allocator_env(config_machine: str) -> dict[str, str]:
+def allocator_env(config_machine: str, table: dict | None = None) -> dict[str, str]:
     """torch's own variable for this machine's allocator, for the jobs a Snakemake starts (rules/common.smk) or a
     pod runs (the RunPod executor): empty for the default allocator."""
-    if allocator_of(config_machine) != "expandable_segments":
+    if allocator_of(config_machine, table) != "expandable_segments":
         return {}
     return {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 

@@ -125,7 +125,9 @@ def check_allocator(environ=os.environ) -> dict | None:
     machines.yaml `cuda_allocator`, set by the Snakemake that starts the job), check that torch took it: the walls
     asked by that allocator's overheads (fourloops.asks.for_allocator). None where nothing asks for it; an
     AllocatorError, before the job loads anything, where torch runs without expandable segments."""
-    conf = ",".join(environ.get(name, "") for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"))
+    from fourloops.provenance import ALLOC_ENV, cuda_allocator
+
+    conf = ",".join(environ.get(name, "") for name in ALLOC_ENV)
     if "expandable_segments:true" not in conf.replace(" ", "").lower():
         return None
     import torch
@@ -134,11 +136,7 @@ def check_allocator(environ=os.environ) -> dict | None:
         return {"cuda_allocator": "expandable_segments", "cuda_allocator_applied": False,
                 "cuda_allocator_note": "no CUDA device: nothing to check"}
     torch.empty(1, device="cuda")
-    snap = torch.cuda.memory._snapshot()
-    settings = snap.get("allocator_settings") or {}
-    took = (bool(settings["expandable_segments"]) if "expandable_segments" in settings
-            else any(bool(seg.get("is_expandable")) for seg in snap.get("segments") or ()))
-    if not took:
+    if not (cuda_allocator() or {}).get("expandable_segments"):
         raise AllocatorError(
             f"PYTORCH_CUDA_ALLOC_CONF = {conf.strip(',')!r} (config/machines.yaml: this machine's cuda_allocator = "
             f"'expandable_segments'), but torch {torch.__version__} here did not take it: its segments are not "

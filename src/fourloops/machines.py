@@ -111,6 +111,11 @@ def machine(machines: dict, name: str, host: str | None = None) -> Machine:
     return Machine(name=name, **_given(raw, raw.get("gpu") or {}))
 
 
+def allocator(machines: dict, name: str) -> str:
+    """The torch allocator of machine `name` (its `cuda_allocator`); "default" for a name the file does not hold."""
+    return machine(machines, name).cuda_allocator if name in machines else "default"
+
+
 _FIELDS = {"description": str, "os": str, "arch": str, "ram_gib": float, "hourly_usd": float,
            "busy_card_limit_gib": float, "pages_instead_of_oom": bool, "cuda_allocator": str}
 

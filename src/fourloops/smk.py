@@ -56,6 +56,7 @@ class Workflow:
         self.records = records.index(Path.cwd())
         self.measured = asks.Measurements.load(Path.cwd(), measured_key, index=self.records)
         self._asks: dict = {}
+        self._ask_context: AskContext | None = None
         self._params: dict = {}
         self._lineage: dict = {}
         self._producers: dict = {}
@@ -383,15 +384,18 @@ class Workflow:
 
     def ask_context(self) -> AskContext:
         """What the asks consult: the model facts as the target machine's torch allocator makes them
-        (machines.yaml `cuda_allocator`), its measurements, its name."""
-        name = self.target or self.config["machine"]
-        allocator = machines.machine(self.machines, name).cuda_allocator if name in self.machines else "default"
-        return AskContext(asks.for_allocator(self.facts, allocator), self.measured, name)
+        (machines.yaml `cuda_allocator`), its measurements, its name; made once per target."""
+        if self._ask_context is None:
+            name = self.target or self.config["machine"]
+            facts = asks.for_allocator(self.facts, machines.allocator(self.machines, name))
+            self._ask_context = AskContext(facts, self.measured, name)
+        return self._ask_context
 
     def set_target(self, machine_name: str) -> None:
         """Judge the asks for `machine_name` (its own probes first), whatever the run's config machine says."""
         if machine_name != self.target:
             self.target = machine_name
+            self._ask_context = None
             self._asks.clear()
             self._slurm.clear()
 
