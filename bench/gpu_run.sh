@@ -121,7 +121,9 @@ print(" ".join(f"results/probe/h200/{c}.json" for c in probed() if not os.path.e
   echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
   cp "$RUN"/plan-before*.json sizing/ 2>/dev/null
   collect dag
-  [ "${GPU_RUN_HELDOUT:-1}" = after ] && { insample; heldout; collect heldout; }
+  # GPU_RUN_INSAMPLE=0: no in-sample probe (the eleventh run: every held-out configuration judged by the facts
+  # committed before it, nothing fitted within the run)
+  [ "${GPU_RUN_HELDOUT:-1}" = after ] && { [ "${GPU_RUN_INSAMPLE:-1}" = 0 ] || insample; heldout; collect heldout; }
   # the ladder's jobs forced once more (the sixth run: 6 of 6 within 20% of their first wall); 5.5 device minutes,
   # so only when asked (the seventh run left it out to fit its 30 minutes)
   [ -n "${GPU_RUN_REPEAT:-}" ] && repeat
@@ -155,25 +157,29 @@ repeat() {  # the ladder's generator and keypoints jobs once more, forced, on th
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-03, ninth run, every process
-  # under the run's allocator; memory: few steps and items, each in its own process): the generator at bf16, 576 px
-  # with 3 references (between 512 and 640 in the bf16 table; 3 references held the most pool in every run) and at
-  # nf4, 704 px with 3 references; the scorer at bf16 grading 576 px images and at nf4 grading 704; the detector at
-  # 10 and 28 images a call; LoRA steps at 320 px rank 16 (between 256 and 384) and at 736 px rank 32 (between 704
-  # and 768).
-  # The eighth run's were 704 (bf16, 3 references) and 800 (nf4, 1), the scorer at 704 and 800, the detector at 20
-  # and 64, LoRA 448 r32 and 832 r8; the seventh run's 960 (bf16, 3 references) and 576 (nf4, 2), the scorer at 960
-  # and 576, the detector at 6 and 48, LoRA 576 r16 and 960 r32; the sixth run's 832 (bf16, 2 references) and 896
-  # (nf4), the scorer at 832 and 896, the detector at 12 and 40, LoRA 704 r8 and 1024 r16; the fifth run's 640 px
-  # (generator, scorer), the detector at 3 and 24, LoRA 896 r16 and 512 r32.
+heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-03, eleventh run, every
+  # process under expandable segments, judged by config/models.yaml as committed then: bench/walls_fit.py
+  # EXPANDABLE_JUDGED; memory: few steps and items, each in its own process): the generator at bf16, 640 px with 2
+  # references and at nf4, 576 px with 1 (no expandable record at either); the scorer at bf16 grading 640 px images
+  # and at nf4 grading 576; the detector at 16 and 40 images a call; LoRA steps at 352 px rank 8 (between 320, whose
+  # process held the 1.79 GiB context, and 384, the first resolution that held 0.92: the step's place), 416 px rank
+  # 16, 640 px rank 8 and 896 px rank 32 (the rank term, models.yaml lora_gib_per_rank).
+  # The ninth run's were 576 (bf16, 3 references) and 704 (nf4, 3), the scorer at 576 and 704, the detector at 10
+  # and 28, LoRA 320 r16 and 736 r32; the eighth run's 704 (bf16, 3 references) and 800 (nf4, 1), the scorer at 704
+  # and 800, the detector at 20 and 64, LoRA 448 r32 and 832 r8; the seventh run's 960 (bf16, 3 references) and 576
+  # (nf4, 2), the scorer at 960 and 576, the detector at 6 and 48, LoRA 576 r16 and 960 r32; the sixth run's 832
+  # (bf16, 2 references) and 896 (nf4), the scorer at 832 and 896, the detector at 12 and 40, LoRA 704 r8 and 1024
+  # r16; the fifth run's 640 px (generator, scorer), the detector at 3 and 24, LoRA 896 r16 and 512 r32.
   say "held-out probes"
   local work=$RUN/heldout; mkdir -p "$work/models"
   for c in omnigen2 detector scorer; do ln -sfn "$REPO/sizing/models/sizing/$c" "$work/models/$c"; done
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-max-new-tokens 48)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 576 --items 2 --references 3 \
-    --omnigen2-precisions bf16 --scorer-precisions bf16 --detector-batches 10 28 --lora-steps bf16:precomputed:320:16
-  python3 bench/sizing_gpu.py "${common[@]}" --size 704 --items 1 --references 3 \
-    --omnigen2-precisions nf4 --scorer-precisions nf4 --no-detector --lora-steps bf16:precomputed:736:32
+  python3 bench/sizing_gpu.py "${common[@]}" --size 640 --items 2 --references 2 \
+    --omnigen2-precisions bf16 --scorer-precisions bf16 --detector-batches 16 40 \
+    --lora-steps bf16:precomputed:352:8 bf16:precomputed:416:16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 576 --items 1 --references 1 \
+    --omnigen2-precisions nf4 --scorer-precisions nf4 --no-detector \
+    --lora-steps bf16:precomputed:640:8 bf16:precomputed:896:32
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed

@@ -224,9 +224,20 @@ def _facts(path: Path = REPO / "config" / "models.yaml") -> dict:
     return asks.load_facts(path)
 
 
-def fit(all_rows: list[dict]) -> dict:
+# A kind whose process holds another context from a resolution on: every LoRA step's record held 1.79 GiB outside
+# torch's pool at 256 and 320 px and 0.92 at every resolution from 384 to 1024 (both allocators, bf16 and fp32 frozen,
+# encoder resident or not; no record between 320 and 384, so the step is put at the first resolution measured low).
+CONTEXT_STEPS = {"training": 384}
+
+
+def _resolution(row: dict) -> int | None:
+    return (row.get("config") or {}).get("resolution")
+
+
+def fit(all_rows: list[dict], steps: dict[str, int] | None = None) -> dict:
     """Per kind, on the in-sample records: the context from those with a reserved pool, then the slack's smallest
-    envelope, covering each record's reserved - allocated (or, with no pool figure, its NVML - allocated - context)."""
+    envelope, covering each record's reserved - allocated (or, with no pool figure, its NVML - allocated - context).
+    `steps` (kind -> px): that kind's context fitted apart on its records below and from the resolution."""
     from scipy.optimize import linprog
 
     facts = {}
@@ -234,21 +245,44 @@ def fit(all_rows: list[dict]) -> dict:
         inn = [r for r in all_rows if r["kind"] == kind and r["sample"] == "in-sample"]
         if not inn:
             continue
-        ctx = _up(max(r["nvml"] - r["reserved"] for r in inn if r["reserved"] is not None), 2)
+        step = (steps or {}).get(kind)
+        pooled = [r for r in inn if r["reserved"] is not None]
+        low = [r for r in pooled if step is None or _resolution(r) < step]
+        high = [r for r in pooled if step is not None and _resolution(r) >= step]
+        ctx = _up(max(r["nvml"] - r["reserved"] for r in (low or high)), 2)
+        over = {"cuda_context_gib": ctx}
+        if high:
+            over["context_step"] = {"from_px": step, "cuda_context_gib": _up(max(r["nvml"] - r["reserved"]
+                                                                                 for r in high), 2)}
         peak = [r["allocated"] for r in inn]
         act = [max(0.0, r["allocated"] - r["weights"]) for r in inn]
-        slack = [(r["reserved"] if r["reserved"] is not None else r["nvml"] - ctx) - r["allocated"] for r in inn]
+        slack = [(r["reserved"] if r["reserved"] is not None else r["nvml"] - _context(r, over)) - r["allocated"]
+                 for r in inn]
         lp = linprog([sum(peak), sum(act)], A_ub=[[-p, -a] for p, a in zip(peak, act)], b_ub=[-x for x in slack],
                      bounds=[(0, None), (0, None)])
         reserve, per_act = (float(x) for x in lp.x)
         facts[kind] = {
             "allocator_reserve": _up(reserve, 3),
             "activations_reserve": _up(per_act, 3),
-            "cuda_context_gib": ctx,
+            **over,
             "records": len(inn),
             "fitted_on": sorted({r["key"] for r in inn}),
         }
     return facts
+
+
+def _step_text(f: dict) -> str:
+    step = f.get("context_step")
+    return f" ({step['cuda_context_gib']:.2f} from {step['from_px']} px)" if step else ""
+
+
+def _context(row: dict, f: dict) -> float:
+    """The CUDA context a kind's overheads `f` give the record's process (its step's, at or over its resolution)."""
+    step = f.get("context_step")
+    res = _resolution(row)
+    if step and res is not None and res >= step["from_px"]:
+        return step["cuda_context_gib"]
+    return f["cuda_context_gib"]
 
 
 def fit_bounded(all_rows: list[dict], contexts: dict[str, float]) -> dict:
@@ -333,7 +367,7 @@ def fit_build(brows: list[dict]) -> dict:
 
 def model_gib(row: dict, f: dict) -> float:
     return (row["allocated"] * (1 + f["allocator_reserve"]) + max(0.0, row["allocated"] - row["weights"])
-            * f["activations_reserve"] + f["cuda_context_gib"])
+            * f["activations_reserve"] + _context(row, f))
 
 
 def scorer_rows() -> list[dict]:
@@ -417,7 +451,7 @@ _RUN10 = RESULTS / "gpu-run-h200-2026-12-03-run10"
 # Runs under expandable segments judged by the walls' own facts for them, committed before the run: its
 # models-before.yaml's process_overhead_expandable (fourloops.asks.for_allocator), no fit on the run itself.
 EXPANDABLE_JUDGED = (
-    {"name": "tenth", "run": _RUN10, "models_before": _RUN10 / "models-before.yaml",
+    {"name": "tenth", "run": _RUN10, "models_before": _RUN10 / "models-before.yaml", "step": "judge",
      "heldout": (_RUN10 / "heldout" / "records",)},
 )
 HELDOUT = HELDOUT_RUNS[0]["folders"]
@@ -589,7 +623,7 @@ def fit_expandable() -> dict:
             for r in held:
                 r["sample"] = "in-sample"
             every += held
-    return fit(every)
+    return fit(every, CONTEXT_STEPS)
 
 
 def expandable_lines() -> list[str]:
@@ -635,8 +669,8 @@ def expandable_lines() -> list[str]:
                 "`process_overhead_expandable`, what the walls ask on a machine whose `cuda_allocator` is "
                 "expandable_segments; in-sample, no run has judged it):"]
         out += [f"- refit, {kind}: allocator_reserve {f['allocator_reserve']:.3f}, activations_reserve "
-                f"{f['activations_reserve']:.3f}, cuda_context_gib {f['cuda_context_gib']:.2f}; on {f['records']} "
-                f"records" for kind, f in refit.items()]
+                f"{f['activations_reserve']:.3f}, cuda_context_gib {f['cuda_context_gib']:.2f}{_step_text(f)}; on "
+                f"{f['records']} records" for kind, f in refit.items()]
         out.append(f"- with them (in-sample): {len(every)} configurations, wall ask/NVML - 1 from {min(e_ask):+.1%} to "
                    f"{max(e_ask):+.1%}; below the driver: {sum(e < 0 for e in e_ask)}")
     return out
@@ -650,6 +684,8 @@ def judged_rows(run: dict) -> list[dict]:
     held = probe_rows(run["heldout"], fitted_detectors={"detector/rfdetr_keypoint_preview/fp32/576"},
                       sample="held out", allocator="expandable")
     seen = {_conf_id(r) for before in EXPANDABLE_RUNS for rs in expandable_rows(before) for r in rs}
+    for before in EXPANDABLE_JUDGED[:EXPANDABLE_JUDGED.index(run)]:  # and every judged run's before it
+        seen |= {_conf_id(r) for r in probe_rows(before["heldout"], allocator="expandable")}
     held = [r for r in held if _conf_id(r) not in seen]
     exp = asks.for_allocator(_facts(run["models_before"]), "expandable_segments")
     _annotate(held, exp["process_overhead"], exp)
@@ -661,7 +697,7 @@ def judged_lines() -> list[str]:
     for run in EXPANDABLE_JUDGED:
         out += ["", f"## Expandable segments: the {run['name']} run's probes, judged by the walls' facts for them", "",
                 "Configurations no expandable record had measured, chosen and committed before the run (bench/gpu_run.sh "
-                "`judge`), every process with expandable segments, asked as a machine whose `cuda_allocator` is "
+                f"`{run['step']}`), every process with expandable segments, asked as a machine whose `cuda_allocator` is "
                 "expandable_segments asks: `process_overhead_expandable` and the rest of "
                 f"`{run['models_before'].relative_to(REPO).as_posix()}` (config/models.yaml as committed before it).", ""]
         if not run["models_before"].exists():
@@ -679,7 +715,7 @@ def table() -> str:
     all_rows = rows()
     for r in all_rows:
         r["weights"] = weights_of(r)
-    facts = fit(all_rows)
+    facts = fit(all_rows, CONTEXT_STEPS)
     _annotate(all_rows, facts)
     srows = scorer_rows()
     per_token = fit_scorer(srows)
@@ -701,8 +737,8 @@ def table() -> str:
     lines += ["", "## Fitted facts (config/models.yaml `process_overhead`)", ""]
     for kind, f in facts.items():
         lines.append(f"- {kind}: allocator_reserve {f['allocator_reserve']:.3f}, activations_reserve "
-                     f"{f['activations_reserve']:.3f}, cuda_context_gib {f['cuda_context_gib']:.2f}; fitted on "
-                     f"{f['records']} records of {'; '.join(f['fitted_on'])}")
+                     f"{f['activations_reserve']:.3f}, cuda_context_gib {f['cuda_context_gib']:.2f}{_step_text(f)}; "
+                     f"fitted on {f['records']} records of {'; '.join(f['fitted_on'])}")
     brows = build_rows()
     fb = fit_build(brows)
     lines.append(f"- build (rule sizing_model, from the weights alone): allocator_reserve {fb['allocator_reserve']:.3f}, "
@@ -782,15 +818,30 @@ def fit_detector_batch(all_rows: list[dict]) -> tuple[float, float]:
     return one, math.floor(share * 1000 + 1e-9) / 1000
 
 
+def fit_rank(all_rows: list[dict]) -> float:
+    """GiB a LoRA step's process holds per unit of rank (the adapters and their 8-bit optimizer state): the largest
+    allocated peak's rise per rank between two records of one setup and resolution at different ranks, rounded up."""
+    by: dict[tuple, dict[int, list[float]]] = {}
+    for r in all_rows:
+        if r["kind"] == "training":
+            c = r["config"]
+            by.setdefault((c["frozen_dtype"], c["text_encoder"], c["resolution"]), {}).setdefault(
+                int(c.get("rank", 8)), []).append(r["allocated"])
+    rises = [(max(ranks[hi]) - min(ranks[lo])) / (hi - lo) for ranks in by.values()
+             for lo in ranks for hi in ranks if hi > lo]
+    return _up(max(rises), 4)
+
+
 def fitted() -> dict:
     """The facts the committed records give (tests compare config/models.yaml with these)."""
     all_rows = rows()
     for r in all_rows:
         r["weights"] = weights_of(r)
     one, share = fit_detector_batch(all_rows)
-    return {"process_overhead": {**fit(all_rows), "build": fit_build(build_rows())},
+    return {"process_overhead": {**fit(all_rows, CONTEXT_STEPS), "build": fit_build(build_rows())},
             "process_overhead_expandable": fit_expandable(),
             "activations_gib_per_prompt_token": fit_scorer(scorer_rows()),
+            "lora_gib_per_rank": fit_rank(all_rows),
             "detector_activations_576": one, "activations_batch_shared": share}
 
 

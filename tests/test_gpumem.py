@@ -57,6 +57,11 @@ def test_the_machines_allocator_is_read_where_the_job_runs_and_a_bad_one_is_name
     assert allocator_of("h200") == "expandable_segments"
     assert allocator_of("desk") == "default"
     assert allocator_env("desk") == {} and gpumem.check_allocator({}) is None
+    # a user's own setting names its allocator, whatever the machine's (the walls then ask by it: test_levers.py)
+    assert gpumem.allocator_named({}) is None
+    assert gpumem.allocator_named({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"}) == "default"
+    assert gpumem.allocator_named({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128, expandable_segments:True"}) == \
+        "expandable_segments"
     monkeypatch.setenv(MACHINE_ENV, "h200")  # a pod's own environment names the machine whose setting applies
     assert allocator_of("desk") == "expandable_segments"
     assert allocator_env("desk") == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}  # FOURLOOPS_MACHINE=h200

@@ -229,3 +229,19 @@ def test_the_plan_and_the_wall_check_name_the_same_levers(tmp_path):
                          capture_output=True, text=True, env=snakemake_env(), cwd=tmp_path, timeout=300)
     out = run.stdout + run.stderr
     assert run.returncode != 0 and "walls:" in out and "generator.precision: nf4" in out and f"{nf4:.2f} GiB" in out, out[-3000:]
+
+
+def test_the_walls_ask_by_the_allocator_the_jobs_will_run_under(tmp_path):
+    # the desk's cuda_allocator is default, but a user's own PYTORCH_CUDA_ALLOC_CONF stands over it for the jobs this
+    # Snakemake starts (rules/common.smk): they run with expandable segments, so the walls ask by
+    # process_overhead_expandable, not by the default allocator's pool slack
+    env = {**snakemake_env(), "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    proc = subprocess.run([FOURLOOPS, "plan", "--json", "--directory", str(tmp_path), "-s", str(REPO / "Snakefile"),
+                           "--machine", "desk", "--config", "model_set=real", "--", "results/generate/A/views.json"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    gen = next(j for j in json.loads(proc.stdout)["jobs"] if j["rule"] == "generate")
+    exp, default = FACTS["process_overhead_expandable"]["inference"], FACTS["process_overhead"]["inference"]
+    assert exp["activations_reserve"] != default["activations_reserve"]
+    assert (f"inference process: allocator reserve {exp['allocator_reserve']:.1%} + {exp['activations_reserve']:.1%} "
+            "of the") in gen["vram_source"], gen

@@ -242,9 +242,11 @@ def test_census_in_the_provenance_matches_the_saved_file_and_its_contract(smoke_
 
 
 # --------------------------------------------------------------------------------------- the walls
-def driver_gib(torch_peak: float, frozen: float) -> float:
-    """What the walls compare: a training process's torch peak with `frozen` GiB of frozen weights (models.yaml)."""
-    return driver_sees(torch_peak, frozen, "training")
+def driver_gib(torch_peak: float, frozen: float, resolution: int = 512, rank: int = 8) -> float:
+    """What the walls compare: a training process's torch peak (a measured step, plus the adapters at `rank`:
+    models.yaml lora_gib_per_rank) with `frozen` GiB of frozen weights (models.yaml), a step at `resolution` px."""
+    adapters = rank * FACTS["models"]["omnigen2"]["lora_gib_per_rank"]
+    return driver_sees(torch_peak + adapters, frozen, "training", resolution)
 
 
 def shown(gib: float) -> str:

@@ -302,21 +302,26 @@ def for_allocator(facts: dict, allocator: str) -> dict:
                                           **facts["process_overhead_expandable"]}}
 
 
-def overhead(facts: dict, kind: str) -> tuple[float, float, float]:
+def overhead(facts: dict, kind: str, size: int | None = None) -> tuple[float, float, float]:
     """(allocator reserve, activations reserve, CUDA context GiB) of a kind of process; the top-level figures for a
-    kind not listed."""
+    kind not listed. A kind whose context steps with the resolution (`context_step`: from `from_px` on, its own
+    `cuda_context_gib`) takes the step's context for a job at `size` px or more."""
     over = (facts.get("process_overhead") or {}).get(kind) or {}
+    ctx = float(over.get("cuda_context_gib", facts.get("cuda_context_gib", 0.0)))
+    step = over.get("context_step")
+    if step and size is not None and int(size) >= int(step["from_px"]):
+        ctx = float(step["cuda_context_gib"])
     return (float(over.get("allocator_reserve", facts.get("allocator_reserve", 0.0))),
-            float(over.get("activations_reserve", facts.get("activations_reserve", 0.0))),
-            float(over.get("cuda_context_gib", facts.get("cuda_context_gib", 0.0))))
+            float(over.get("activations_reserve", facts.get("activations_reserve", 0.0))), ctx)
 
 
-def with_context(facts: dict, fig: Figure, kind: str = "inference", *, weights_gib: float) -> Figure:
+def with_context(facts: dict, fig: Figure, kind: str = "inference", *, weights_gib: float,
+                 size: int | None = None) -> Figure:
     """What the driver sees of a process of `kind` whose torch peak is `fig` with `weights_gib` of it resident
     weights: the caching allocator's slack, a share of the whole peak and a share of what the pass adds over the
     weights (its activations: the pool keeps their freed blocks), and the CUDA context, as the records show them
-    for that kind (models.yaml `process_overhead`, fitted by bench/walls_fit.py)."""
-    reserve, per_act, ctx = overhead(facts, kind)
+    for that kind (models.yaml `process_overhead`, fitted by bench/walls_fit.py; at `size` px where it steps)."""
+    reserve, per_act, ctx = overhead(facts, kind, size)
     act = max(0.0, fig.value - weights_gib)
     return Figure(fig.value * (1 + reserve) + act * per_act + ctx,
                   f"{fig.source} + {kind} process: allocator reserve {reserve:.1%} + {per_act:.1%} of the "
@@ -341,11 +346,12 @@ def _peak(facts: dict, measured: Measurements | None, machine: str, key: str, mo
 
 
 def _card(facts: dict, measured, machine: str, device: str, key: str, name: str, estimate, weights: float,
-          kind: str = "inference") -> tuple[Figure, tuple]:
+          kind: str = "inference", size: int | None = None) -> tuple[Figure, tuple]:
     """VRAM and devices of a model on `device`: measured beats estimated, plus the process's overhead over its
-    `weights` GiB; none on the CPU."""
+    `weights` GiB (at `size` px, where the kind's context steps with it); none on the CPU."""
     if _cuda(device):
-        fig = with_context(facts, _peak(facts, measured, machine, key, name, estimate), kind, weights_gib=weights)
+        fig = with_context(facts, _peak(facts, measured, machine, key, name, estimate), kind, weights_gib=weights,
+                           size=size)
         return (measured.at_least_seen(key, fig) if measured is not None else fig), ("cuda",)
     return Figure(0.0, "cpu device: no VRAM"), ()
 
@@ -502,19 +508,26 @@ def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, ma
     frozen, res = job["frozen_dtype"], int(job["resolution"])
     resident = lora_resident(job)
 
+    rank = int(job.get("rank", 8))
+    per_rank = float(model.get("lora_gib_per_rank", 0.0))
+
     def estimate() -> Figure:
+        # the adapters and their optimizer state grow with the rank; the measured steps were made at ranks 8 to 32,
+        # so this counts theirs twice (at most 32 x lora_gib_per_rank high: a wall errs high)
+        adapters = Figure(rank * per_rank, f"adapters at rank {rank} {rank * per_rank:.3f} (models.yaml lora_gib_per_rank)")
         row = _lora_row(model, frozen, resident, res)
         if row is not None:
-            return row
+            return Figure(row.value + adapters.value, f"{row.source} + {adapters.source}")
         gib, parts = estimate_vram_gib(facts, name, mode="lora_step", frozen_dtype=frozen, resident=resident,
                                        resolution=res)
-        return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+        return Figure(gib + adapters.value, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
+                      + f" + {adapters.source}")
 
     frozen_weights = (weights_gib(facts, name, frozen, ["transformer"])
                       + (weights_gib(facts, name, model.get("lora_text_encoder_dtype", "bf16"), ["text_encoder"])
                          if "text_encoder" in resident else 0.0))
     vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), name, estimate, frozen_weights,
-                          "training")
+                          "training", res)
     ram = _loading_ram(facts, model, {"transformer": "fp32"} if frozen == "fp32" else None)
     secs = model.get("seconds") or {}
     table = {int(k): float(v) for k, v in (secs.get("per_lora_step_by_resolution") or {}).items()}

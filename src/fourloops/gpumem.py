@@ -120,16 +120,27 @@ class AllocatorError(RuntimeError):
     """The machine asks for an allocator setting this process's torch did not take."""
 
 
-def check_allocator(environ=os.environ) -> dict | None:
-    """Where the job's environment asks torch for expandable segments (fourloops.card.allocator_env: the machine's
-    machines.yaml `cuda_allocator`, set by the Snakemake that starts the job), check that torch took it: the walls
-    asked by that allocator's overheads (fourloops.asks.for_allocator). None where nothing asks for it; an
-    AllocatorError, before the job loads anything, where torch runs without expandable segments."""
-    from fourloops.provenance import ALLOC_ENV, cuda_allocator
+def allocator_named(environ=os.environ) -> str | None:
+    """The allocator torch's own variables in `environ` ask for: "expandable_segments" or "default" where either is
+    set (a user's own setting, which stands over the machine's: rules/common.smk), None where neither is."""
+    from fourloops.provenance import ALLOC_ENV
 
     conf = ",".join(environ.get(name, "") for name in ALLOC_ENV)
-    if "expandable_segments:true" not in conf.replace(" ", "").lower():
+    if not conf.strip(","):
         return None
+    return "expandable_segments" if "expandable_segments:true" in conf.replace(" ", "").lower() else "default"
+
+
+def check_allocator(environ=os.environ) -> dict | None:
+    """Where the job's environment asks torch for expandable segments (fourloops.card.allocator_env: the machine's
+    machines.yaml `cuda_allocator`, set by the Snakemake that starts the job, or the user's own setting), check that
+    torch took it: the walls asked by that allocator's overheads (fourloops.asks.for_allocator). None where nothing
+    asks for it; an AllocatorError, before the job loads anything, where torch runs without expandable segments."""
+    from fourloops.provenance import ALLOC_ENV, cuda_allocator
+
+    if allocator_named(environ) != "expandable_segments":
+        return None
+    conf = ",".join(environ.get(name, "") for name in ALLOC_ENV)
     import torch
 
     if not torch.cuda.is_available():
@@ -139,8 +150,9 @@ def check_allocator(environ=os.environ) -> dict | None:
     if not (cuda_allocator() or {}).get("expandable_segments"):
         raise AllocatorError(
             f"PYTORCH_CUDA_ALLOC_CONF = {conf.strip(',')!r} (config/machines.yaml: this machine's cuda_allocator = "
-            f"'expandable_segments'), but torch {torch.__version__} here did not take it: its segments are not "
-            "expandable; allowed: cuda_allocator: default for this machine (its walls then ask by process_overhead)")
+            f"'expandable_segments', or your own setting), but torch {torch.__version__} here did not take it: its "
+            "segments are not expandable; allowed: cuda_allocator: default for this machine and no expandable_segments "
+            "in PYTORCH_CUDA_ALLOC_CONF (the walls then ask by process_overhead)")
     return {"cuda_allocator": "expandable_segments", "cuda_allocator_applied": True}
 
 

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from fourloops import asks, lineage, machines, records, walls
+from fourloops import asks, gpumem, lineage, machines, records, walls
 from fourloops.stage import AskContext, Stage, measured_key, stage_for
 
 _BY_WORKFLOW: dict[int, "Workflow"] = {}
@@ -384,10 +384,15 @@ class Workflow:
 
     def ask_context(self) -> AskContext:
         """What the asks consult: the model facts as the target machine's torch allocator makes them
-        (machines.yaml `cuda_allocator`), its measurements, its name; made once per target."""
+        (machines.yaml `cuda_allocator`; for the jobs this Snakemake starts on its own machine, torch's variable as
+        the environment holds it, a user's own setting standing over the machine's: rules/common.smk), its
+        measurements, its name; made once per target."""
         if self._ask_context is None:
             name = self.target or self.config["machine"]
-            facts = asks.for_allocator(self.facts, machines.allocator(self.machines, name))
+            allocator = machines.allocator(self.machines, name)
+            if name == self.config["machine"] and self.executor() != "runpod":
+                allocator = gpumem.allocator_named() or allocator
+            facts = asks.for_allocator(self.facts, allocator)
             self._ask_context = AskContext(facts, self.measured, name)
         return self._ask_context
 
