@@ -61,6 +61,22 @@ def _failure(log: str, rule: str, wildcards: dict | None = None) -> str | None:
             else "failed (not memory)")
 
 
+def _scheduled(log: str) -> dict:
+    """(rule, job) -> the VRAM (GiB) the capped run's Snakemake scheduled each job with (`resources: ... vram_mb=N`):
+    the walls' ask as that run made it. The plan beside it was made with `--machine desk` by the desk's own
+    allocator setting, while every process of the ninth and eleventh runs ran, and was asked, with expandable
+    segments (bench/gpu_run.sh GPU_RUN_ALLOC)."""
+    out = {}
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", log):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        mb = re.search(r"^\s+resources: .*\bvram_mb=(\d+)", block, re.M)
+        if rule and mb:
+            wc = re.search(r"^\s+wildcards: (.*)$", block, re.M)
+            job = ",".join(sorted(w.strip() for w in wc.group(1).split(","))) if wc else "-"
+            out[(rule.group(1), job)] = round(int(mb.group(1)) / 1024, 2)
+    return out
+
+
 def _allowed(log: str) -> str | None:
     """The pool limit torch's OutOfMemoryError names ("... 23.49 GiB allowed"): the cap as torch applied it."""
     m = re.search(r"([0-9.]+) GiB allowed", log)
@@ -77,7 +93,9 @@ def rows(run_dir: Path) -> list[dict]:
         if not (run_dir / plan).exists():
             continue  # the seeds' LoRA was not run capped this time (bench/gpu_run.sh GPU_RUN_SEEDS_LORA)
         log = log_path.read_text() if log_path.exists() else ""
+        scheduled = _scheduled(log)
         for j in json.loads((run_dir / plan).read_text())["jobs"]:
+            j = {**j, "vram_gib": scheduled.get((j["rule"], _job(j)), j["vram_gib"])}
             key = (j["rule"], _job(j))
             if j["vram_gib"] <= 0 or j["rule"] in GPU_RULES_SKIPPED or not j.get("reason", "to run"):
                 continue  # no GPU, a setup job, or up to date: nothing to judge

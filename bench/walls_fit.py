@@ -167,6 +167,9 @@ def allocator_of(rec: dict) -> str:
     """"expandable" for a record made with torch's expandable segments (provenance `cuda_allocator`, from the ninth
     run on), else "default": every record before it ran torch's default caching allocator."""
     alloc = rec.get("cuda_allocator") or {}
+    if isinstance(alloc, str):  # the eleventh run's job records: fourloops.gpumem.check_allocator's answer (torch
+        # took the setting: cuda_allocator_applied) had replaced the provenance's own dict, since kept apart
+        return "expandable" if alloc == "expandable_segments" and rec.get("cuda_allocator_applied") else "default"
     if alloc.get("expandable_segments") is not None:
         return "expandable" if alloc["expandable_segments"] else "default"
     conf = ",".join((alloc.get("env") or {}).values()).replace(" ", "")
@@ -448,11 +451,16 @@ EXPANDABLE_RUNS = (
      "heldout": (_RUN9 / "heldout" / "records",)},
 )
 _RUN10 = RESULTS / "gpu-run-h200-2026-12-03-run10"
+_RUN11 = RESULTS / "gpu-run-h200-2026-12-03-run11"
 # Runs under expandable segments judged by the walls' own facts for them, committed before the run: its
 # models-before.yaml's process_overhead_expandable (fourloops.asks.for_allocator), no fit on the run itself.
 EXPANDABLE_JUDGED = (
     {"name": "tenth", "run": _RUN10, "models_before": _RUN10 / "models-before.yaml", "step": "judge",
      "heldout": (_RUN10 / "heldout" / "records",)},
+    # the whole DAG under expandable segments, then its held-out probes (chosen in 0d6da99): the training context's
+    # step at 384 px and the LoRA rank term judged for the first time, with the generators, the detector and the scorer
+    {"name": "eleventh", "run": _RUN11, "models_before": _RUN11 / "models-before.yaml", "step": "heldout",
+     "heldout": (_RUN11 / "heldout" / "records",)},
 )
 HELDOUT = HELDOUT_RUNS[0]["folders"]
 MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]
@@ -619,8 +627,9 @@ def fit_expandable() -> dict:
         every += inn + held
     for run in EXPANDABLE_JUDGED:
         if run["models_before"].exists():
-            held = judged_rows(run)
+            held = judged_rows(run) + dag_rows((run["run"],), allocator="expandable")  # its DAG's jobs too, if any
             for r in held:
+                r["weights"] = weights_of(r, _facts(run["models_before"]))
                 r["sample"] = "in-sample"
             every += held
     return fit(every, CONTEXT_STEPS)

@@ -310,6 +310,7 @@ RUN6 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-02-run6"
 RUN7 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run7"
 RUN8 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run8"
 RUN9 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run9"
+RUN11 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run11"
 
 
 # what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
@@ -324,7 +325,8 @@ def _quoted_summary(text: str) -> list[str]:
     return [line[2:] for line in text.split("## Summary\n", 1)[1].splitlines() if line.startswith("- ")]
 
 
-@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11],
+                         ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)
     assert text == (run / "table.md").read_text()
@@ -342,7 +344,7 @@ def test_the_same_jobs_twice_table_regenerates_and_the_account_quotes_it():
     assert line.startswith("jobs run twice: 6;") and line in GPU_RUNS_DOC.read_text()
 
 
-@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11], ids=lambda p: p.name)
 def test_the_committed_24_gib_matrix_regenerates_from_its_records_and_the_readme_quotes_it(run):
     cap24 = _bench("cap24_matrix")
     text = cap24.matrix(run)
@@ -390,6 +392,13 @@ def test_the_24_gib_matrix_counts_a_job_the_desk_admits_that_fails_under_the_cap
         "admitted, failed under the cap (false admits)"] == 0
     (run / "cap24-admitted.log").write_text("localrule generate:\nexit 0\n")
     assert cap24.counts(cap24.rows(run))["admitted, failed under the cap (false admits)"] == 2
+    # a job's ask is what the capped run's Snakemake scheduled it with (its walls under its own allocator: the
+    # eleventh run's jobs were asked with expandable segments, the plan beside it by the desk's default), where its
+    # log says; else the plan's
+    (run / "cap24-admitted.log").write_text("localrule generate:\n    wildcards: condition=A\n    resources: "
+                                            "tmpdir=/tmp, profile=desk, vram_mb=16374, mem_mb=11663\nexit 0\n")
+    got = {r["job"]: r["asked GiB"] for r in cap24.rows(run) if r["rule"] == "generate"}
+    assert got["condition=A"] == 15.99 and got["condition=B"] == 17.5
 
 
 @pytest.mark.parametrize("run", [GPU_RUN, RUN3], ids=lambda p: p.name)

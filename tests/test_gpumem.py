@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
-from fourloops import gpumem
+from fourloops import gpumem, provenance
 
 
 def test_the_cap_is_read_from_the_environment_and_a_bad_value_is_named():
@@ -76,6 +78,14 @@ def test_without_a_card_the_expandable_allocator_is_recorded_as_not_checked(monk
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert gpumem.check_allocator({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}) == {
-        "cuda_allocator": "expandable_segments", "cuda_allocator_applied": False,
-        "cuda_allocator_note": "no CUDA device: nothing to check"}
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    checked = gpumem.check_allocator(env)
+    assert checked == {"cuda_allocator_asked": "expandable_segments", "cuda_allocator_applied": False,
+                       "cuda_allocator_note": "no CUDA device: nothing to check"}
+    # the job's record holds the check beside the provenance's own account of the allocator, not in its place
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", env["PYTORCH_CUDA_ALLOC_CONF"])
+    record = provenance.build_record(rule="r", wildcards={}, params={}, inputs=[], outputs=[],
+                                     started=datetime.datetime.now(datetime.timezone.utc), wall_seconds=0.0,
+                                     fields=checked)
+    assert record["cuda_allocator"] == {"env": env, "expandable_segments": None}
+    assert record["cuda_allocator_applied"] is False

@@ -135,7 +135,9 @@ def check_allocator(environ=os.environ) -> dict | None:
     """Where the job's environment asks torch for expandable segments (fourloops.card.allocator_env: the machine's
     machines.yaml `cuda_allocator`, set by the Snakemake that starts the job, or the user's own setting), check that
     torch took it: the walls asked by that allocator's overheads (fourloops.asks.for_allocator). None where nothing
-    asks for it; an AllocatorError, before the job loads anything, where torch runs without expandable segments."""
+    asks for it; an AllocatorError, before the job loads anything, where torch runs without expandable segments. Its
+    keys sit beside the record's own `cuda_allocator` (fourloops.provenance: the environment and torch's snapshot)
+    without replacing it (the eleventh H200 run's records had theirs replaced by the string)."""
     from fourloops.provenance import ALLOC_ENV, cuda_allocator
 
     if allocator_named(environ) != "expandable_segments":
@@ -144,7 +146,7 @@ def check_allocator(environ=os.environ) -> dict | None:
     import torch
 
     if not torch.cuda.is_available():
-        return {"cuda_allocator": "expandable_segments", "cuda_allocator_applied": False,
+        return {"cuda_allocator_asked": "expandable_segments", "cuda_allocator_applied": False,
                 "cuda_allocator_note": "no CUDA device: nothing to check"}
     torch.empty(1, device="cuda")
     if not (cuda_allocator() or {}).get("expandable_segments"):
@@ -153,7 +155,7 @@ def check_allocator(environ=os.environ) -> dict | None:
             f"'expandable_segments', or your own setting), but torch {torch.__version__} here did not take it: its "
             "segments are not expandable; allowed: cuda_allocator: default for this machine and no expandable_segments "
             "in PYTORCH_CUDA_ALLOC_CONF (the walls then ask by process_overhead)")
-    return {"cuda_allocator": "expandable_segments", "cuda_allocator_applied": True}
+    return {"cuda_allocator_asked": "expandable_segments", "cuda_allocator_applied": True}
 
 
 def apply_cap(environ=os.environ) -> dict | None:

@@ -384,13 +384,14 @@ class Workflow:
 
     def ask_context(self) -> AskContext:
         """What the asks consult: the model facts as the target machine's torch allocator makes them
-        (machines.yaml `cuda_allocator`; for the jobs this Snakemake starts on its own machine, torch's variable as
-        the environment holds it, a user's own setting standing over the machine's: rules/common.smk), its
+        (machines.yaml `cuda_allocator`; for jobs this Snakemake starts itself, here or through SLURM, which
+        passes the environment on, torch's variable as the environment holds it: a user's own setting stands over
+        the machine's, rules/common.smk; a pod's jobs take the pod's, which the RunPod executor sets), its
         measurements, its name; made once per target."""
         if self._ask_context is None:
             name = self.target or self.config["machine"]
             allocator = machines.allocator(self.machines, name)
-            if name == self.config["machine"] and self.executor() != "runpod":
+            if self.executor() != "runpod" and "runpod" not in (self.machines.get(name) or {}):
                 allocator = gpumem.allocator_named() or allocator
             facts = asks.for_allocator(self.facts, allocator)
             self._ask_context = AskContext(facts, self.measured, name)
