@@ -80,6 +80,12 @@ all() {
   git_ready && say "code $(git rev-parse HEAD) dirty=$(git status --porcelain --untracked-files=no | wc -l)" || say "no git"
   # what this run carried from an earlier one (bench/gpu_table.py and bench/walls_fit.py leave them to that run)
   (cd "$REPO" && ls sizing/results/probe/*/*.json sizing/results/provenance/probe/*.json 2>/dev/null) > "$RUN/carried.txt"
+  if [ -n "${GPU_RUN_WARMUP:-}" ]; then  # the twelfth run: OmniGen2's sizing build alone, then `warmup`
+    say "the OmniGen2 sizing model, then the LoRA step probe twice"
+    python3 -m snakemake "${PROFILE[@]}" results/provenance/sizing_model/omnigen2.json \
+      || { say "the build failed: stop"; touch "$RUN/done"; return 1; }
+    warmup; collect warmup; touch "$RUN/done"; return 0
+  fi
   if [ -n "${GPU_RUN_JUDGE:-}" ]; then  # the tenth run: OmniGen2's sizing build alone, then `judge`; nothing else
     say "the OmniGen2 sizing model, then the judging probes"
     python3 -m snakemake "${PROFILE[@]}" results/provenance/sizing_model/omnigen2.json \
@@ -197,6 +203,21 @@ judge() {  # configurations neither the ninth run nor any fit under expandable s
   python3 bench/sizing_gpu.py "${common[@]}" --size 576 --items 1 --references 1 --omnigen2-precisions nf4 --lora-steps
 }
 
+warmup() {  # is the LoRA step probe's slow first step (14.4 s against 0.44 s steady in the eleventh run; the job's
+  # first optimizer step, 2 micro-steps, 7.9 s) paid once per process or once per machine? The same probe twice, each
+  # in its own process, with the sizes of the on-disk kernel caches a first process could fill (CUDA's JIT cache,
+  # Triton's, torch's inductor) before, between and after
+  say "warm-up: the LoRA step probe twice, each in its own process"
+  local work=$RUN/warmup; mkdir -p "$work/models"
+  ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
+  local i; for i in 1 2 3; do
+    du -sk ~/.nv/ComputeCache ~/.triton /tmp/torchinductor_* 2>/dev/null | sed "s/^/cache before probe $i: /"
+    [ "$i" = 3 ] && break
+    python3 bench/sizing_gpu.py --work "$work" --out "$RUN/warmup/records/$i" --timeout 120 --items 4 \
+      --omnigen2-precisions --scorer-precisions --no-detector --lora-steps bf16:precomputed:512:8
+  done
+}
+
 insample() {  # configurations the facts were fitted at, under this run's allocator, beside the DAG's own jobs: the
   # NF4 generator at 512 px with 3 references (no DAG job runs an NF4 generator, and the in-sample records of a run
   # under another allocator than the earlier runs' are this run's own)
@@ -250,7 +271,7 @@ collect() {  # what comes back: records, logs, benchmarks, tables (no images, no
   local name=$1
   say "collect $name"
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d carried.txt plan-before*.json heldout/records insample/records qwen/records qwen/plan-qwen.txt cap24-* repeat 2>/dev/null) 2>/dev/null
+    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d carried.txt plan-before*.json heldout/records insample/records warmup/records qwen/records qwen/plan-qwen.txt cap24-* repeat 2>/dev/null) 2>/dev/null
   ls -la "$RUN"/*.tar.gz
 }
 
