@@ -80,10 +80,9 @@ except ValueError as err:  # ConfigError, MachinesError: the message names file,
 # The machine's torch allocator (config/machines.yaml cuda_allocator) for every job this Snakemake starts: torch's own
 # variable, read where the job runs, never a param (a job checks torch took it: fourloops.gpumem.check_allocator);
 # a user's own setting stands.
-from fourloops.card import allocator_env
+from fourloops.card import set_allocator_env
 
-for _name, _value in allocator_env(config["machine"], FOURLOOPS.machines).items():
-    os.environ.setdefault(_name, _value)
+set_allocator_env(config["machine"], FOURLOOPS.machines)
 # A precision the Hailo target cannot run is refused now, not after the compile (RFD 1165).
 from fourloops.hef import precision_problem
 

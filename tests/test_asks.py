@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -444,7 +445,11 @@ def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_proce
 
 
 def test_the_committed_forecast_table_regenerates_and_the_readme_quotes_it():
+    environ = dict(os.environ)
     text = _bench("gpu_forecast").table(GPU_RUN)
+    # its plan runs in this process for the H200 (cuda_allocator: expandable_segments) and leaves the environment
+    # as it found it: torch's variable, set for jobs a dry run never starts, reached every later test's Snakemake
+    assert dict(os.environ) == environ
     assert text == (GPU_RUN / "forecast.md").read_text()
     (line,) = [x[2:] for x in text.split("## Summary\n", 1)[1].splitlines() if x.startswith("- ")]
     assert line in GPU_RUNS_DOC.read_text()

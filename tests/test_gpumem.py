@@ -74,6 +74,23 @@ def test_the_machines_allocator_is_read_where_the_job_runs_and_a_bad_one_is_name
         machines.load(bad)
 
 
+def test_the_allocator_fourloops_sets_is_never_taken_for_the_users_own(monkeypatch):
+    # rules/common.smk puts a machine's setting into torch's variable for its jobs, marked as its own: a later
+    # workflow in the same process (an in-process plan, then a run for another machine) replaces it, while a user's
+    # own setting stands and is what the walls ask by (fourloops.smk ask_context)
+    from fourloops.card import MACHINE_ENV, SET_BY, own_allocator, set_allocator_env
+
+    monkeypatch.delenv(MACHINE_ENV, raising=False)
+    env: dict = {}
+    set_allocator_env("h200", environ=env)
+    assert env == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", SET_BY: "h200"} and own_allocator(env) is None
+    set_allocator_env("desk", environ=env)
+    assert env == {}
+    user = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    set_allocator_env("desk", environ=user)
+    assert user == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"} and own_allocator(user) == "expandable_segments"
+
+
 def test_without_a_card_the_expandable_allocator_is_recorded_as_not_checked(monkeypatch):
     import torch
 

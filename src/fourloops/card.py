@@ -38,6 +38,31 @@ def allocator_env(config_machine: str, table: dict | None = None) -> dict[str, s
     return {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
 
 
+# Set beside torch's variable when fourloops put it there from a machine's cuda_allocator (its value: the machine),
+# so that a later workflow in the same process, or one a job starts, does not take it for the user's own setting.
+SET_BY = "FOURLOOPS_ALLOC_CONF_FROM"
+
+
+def own_allocator(environ=os.environ) -> str | None:
+    """The allocator the user's own torch variables ask for (fourloops.gpumem.allocator_named), which stands over a
+    machine's; None where they are unset or fourloops set them (SET_BY)."""
+    from fourloops import gpumem
+
+    return None if environ.get(SET_BY) else gpumem.allocator_named(environ)
+
+
+def set_allocator_env(config_machine: str, table: dict | None = None, environ=os.environ) -> None:
+    """Torch's variable for the jobs this Snakemake starts, from the machine's cuda_allocator (rules/common.smk);
+    a user's own setting stands; one fourloops set for another machine earlier in this process is replaced."""
+    if own_allocator(environ) is not None:
+        return
+    if environ.pop(SET_BY, None):
+        environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    for name, value in allocator_env(config_machine, table).items():
+        environ[name] = value
+        environ[SET_BY] = environ.get(MACHINE_ENV) or config_machine
+
+
 def check_card(device: str, config_machine: str) -> None:
     """Refuse to load onto a CUDA device that other processes already hold beyond the machine's limit."""
     if not str(device).startswith("cuda"):

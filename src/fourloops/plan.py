@@ -247,6 +247,9 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
             return True
 
     smk_workflow.JobScheduler = _Stop
+    # the workflow sets the environment of the jobs it would start (torch's allocator variable: rules/common.smk);
+    # a dry run starts none, so the caller's environment is left as it was
+    environ = dict(os.environ)
     # Snakemake's own log goes to a scratch file, shown only when it fails before the plan.
     import tempfile
 
@@ -263,6 +266,8 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
             code = exit_.code or 0
         finally:
             smk_workflow.JobScheduler = real
+            os.environ.clear()
+            os.environ.update(environ)
             sys.stdout.flush()
             sys.stderr.flush()
             os.dup2(saved[0], 1)

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from fourloops import asks, gpumem, lineage, machines, records, walls
+from fourloops import asks, card, lineage, machines, records, walls
 from fourloops.stage import AskContext, Stage, measured_key, stage_for
 
 _BY_WORKFLOW: dict[int, "Workflow"] = {}
@@ -392,7 +392,7 @@ class Workflow:
             name = self.target or self.config["machine"]
             allocator = machines.allocator(self.machines, name)
             if self.executor() != "runpod" and "runpod" not in (self.machines.get(name) or {}):
-                allocator = gpumem.allocator_named() or allocator
+                allocator = card.own_allocator() or allocator
             facts = asks.for_allocator(self.facts, allocator)
             self._ask_context = AskContext(facts, self.measured, name)
         return self._ask_context
