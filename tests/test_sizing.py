@@ -99,7 +99,7 @@ def test_a_cpu_probe_of_the_detector_records_the_new_fields_and_the_wall_check_r
 
     out, _ = detector_dir
     record_path = tmp_path / "results" / "probe" / "desk" / "detector.json"
-    settings = {"weights": str(out / sizing.DETECTOR_FILE), "device": "cpu", "resolution": 576, "num_windows": 1}
+    settings = {"weights": str(out / sizing.DETECTOR_FILE), "device": "cpu", "resolution": 288, "num_windows": 1}
     with pytest.raises(ProbeError, match=r"images_per_call = \[0\]; allowed: a list of batch sizes >= 1"):
         probe("detector", {**settings, "images_per_call": [0]}, machine_name="desk", model_set="sizing")
     rec = probe("detector", {**settings, "images_per_call": [1, 2]}, machine_name="desk", model_set="sizing",
@@ -109,7 +109,7 @@ def test_a_cpu_probe_of_the_detector_records_the_new_fields_and_the_wall_check_r
                 "weights_gib", "configurations", "gpu_name", "driver", "started", "complete", "sizing_model"):
         assert key in rec, key
     conf = rec["configurations"][0]
-    assert conf["resolution"] == 576 and len(conf["items"]) == 2 and conf["seconds_per_item"] > 0
+    assert conf["resolution"] == 288 and len(conf["items"]) == 2 and conf["seconds_per_item"] > 0
     assert conf["seconds_per_item"] == conf["items"][1]["seconds"]  # the first is the warm-up
     assert rec["apparatus"]["invocation"] == "pytest" and rec["apparatus"]["method"]
     assert rec["sizing_model"]["model_set"] == "sizing"
