@@ -280,12 +280,10 @@ def _step_text(f: dict) -> str:
 
 
 def _context(row: dict, f: dict) -> float:
-    """The CUDA context a kind's overheads `f` give the record's process (its step's, at or over its resolution)."""
-    step = f.get("context_step")
-    res = _resolution(row)
-    if step and res is not None and res >= step["from_px"]:
-        return step["cuda_context_gib"]
-    return f["cuda_context_gib"]
+    """The CUDA context a kind's overheads `f` give the record's process (fourloops.asks.context_gib)."""
+    from fourloops.asks import context_gib
+
+    return context_gib(f, _resolution(row))
 
 
 def fit_bounded(all_rows: list[dict], contexts: dict[str, float]) -> dict:
@@ -627,9 +625,11 @@ def fit_expandable() -> dict:
         every += inn + held
     for run in EXPANDABLE_JUDGED:
         if run["models_before"].exists():
-            held = judged_rows(run) + dag_rows((run["run"],), allocator="expandable")  # its DAG's jobs too, if any
-            for r in held:
+            dag = dag_rows((run["run"],), allocator="expandable")  # its DAG's jobs too, if any
+            for r in dag:
                 r["weights"] = weights_of(r, _facts(run["models_before"]))
+            held = judged_rows(run) + dag  # judged_rows gave its probes their weights
+            for r in held:
                 r["sample"] = "in-sample"
             every += held
     return fit(every, CONTEXT_STEPS)
@@ -670,7 +670,9 @@ def expandable_lines() -> list[str]:
         for run in EXPANDABLE_RUNS:
             every += [r for rs in expandable_rows(run) for r in rs]
         every += [r for run in EXPANDABLE_JUDGED if run["models_before"].exists() for r in judged_rows(run)]
-        exp = {**facts, "process_overhead": {**facts["process_overhead"], **facts["process_overhead_expandable"]}}
+        from fourloops import asks
+
+        exp = asks.for_allocator(facts, "expandable_segments")
         _annotate(every, exp["process_overhead"], exp)
         e_ask = [r["ask"] / r["nvml"] - 1 for r in every]
         out += ["", "Refit on every record of the expandable runs (this one's and the judged runs' below), held-out ones "

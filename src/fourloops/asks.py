@@ -307,12 +307,18 @@ def overhead(facts: dict, kind: str, size: int | None = None) -> tuple[float, fl
     kind not listed. A kind whose context steps with the resolution (`context_step`: from `from_px` on, its own
     `cuda_context_gib`) takes the step's context for a job at `size` px or more."""
     over = (facts.get("process_overhead") or {}).get(kind) or {}
-    ctx = float(over.get("cuda_context_gib", facts.get("cuda_context_gib", 0.0)))
+    return (float(over.get("allocator_reserve", facts.get("allocator_reserve", 0.0))),
+            float(over.get("activations_reserve", facts.get("activations_reserve", 0.0))),
+            context_gib(over, size, float(facts.get("cuda_context_gib", 0.0))))
+
+
+def context_gib(over: dict, size: int | None, default: float = 0.0) -> float:
+    """The CUDA context of a kind's overheads `over` for a process at `size` px: its `context_step`'s from that
+    resolution on, else its `cuda_context_gib` (`default` where it gives none)."""
     step = over.get("context_step")
     if step and size is not None and int(size) >= int(step["from_px"]):
-        ctx = float(step["cuda_context_gib"])
-    return (float(over.get("allocator_reserve", facts.get("allocator_reserve", 0.0))),
-            float(over.get("activations_reserve", facts.get("activations_reserve", 0.0))), ctx)
+        return float(step["cuda_context_gib"])
+    return float(over.get("cuda_context_gib", default))
 
 
 def with_context(facts: dict, fig: Figure, kind: str = "inference", *, weights_gib: float,

@@ -12,6 +12,8 @@ LINEAGE = False  # where and whether a job runs, never what it writes: not in an
 import os
 
 MACHINE_ENV = "FOURLOOPS_MACHINE"  # set in a pod's own environment by the RunPod executor
+# the name torch reads for CUDA (it ignored PYTORCH_ALLOC_CONF there from 2.9.1: pytorch/pytorch#183387)
+ALLOC_VAR = "PYTORCH_CUDA_ALLOC_CONF"
 
 
 def busy_card_limit_gib(config_machine: str) -> float:
@@ -35,7 +37,7 @@ def allocator_env(config_machine: str, table: dict | None = None) -> dict[str, s
     pod runs (the RunPod executor): empty for the default allocator."""
     if allocator_of(config_machine, table) != "expandable_segments":
         return {}
-    return {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    return {ALLOC_VAR: "expandable_segments:True"}
 
 
 # Set beside torch's variable when fourloops put it there from a machine's cuda_allocator (its value: the machine),
@@ -57,7 +59,7 @@ def set_allocator_env(config_machine: str, table: dict | None = None, environ=os
     if own_allocator(environ) is not None:
         return
     if environ.pop(SET_BY, None):
-        environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        environ.pop(ALLOC_VAR, None)
     for name, value in allocator_env(config_machine, table).items():
         environ[name] = value
         environ[SET_BY] = environ.get(MACHINE_ENV) or config_machine

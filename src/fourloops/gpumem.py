@@ -132,7 +132,7 @@ def allocator_named(environ=os.environ) -> str | None:
 
 
 def check_allocator(environ=os.environ) -> dict | None:
-    """Where the job's environment asks torch for expandable segments (fourloops.card.allocator_env: the machine's
+    """Where the job's environment asks torch for expandable segments (fourloops.card.set_allocator_env: the machine's
     machines.yaml `cuda_allocator`, set by the Snakemake that starts the job, or the user's own setting), check that
     torch took it: the walls asked by that allocator's overheads (fourloops.asks.for_allocator). None where nothing
     asks for it; an AllocatorError, before the job loads anything, where torch runs without expandable segments. Its

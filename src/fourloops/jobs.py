@@ -76,7 +76,7 @@ def job(smk) -> Iterator[JobContext]:
         cap = gpumem.apply_cap()
         if cap:
             ctx.record(**cap)
-        try:  # the machine's allocator, as the Snakemake that started this job set it (fourloops.card.allocator_env)
+        try:  # the allocator the Snakemake that started this job set (fourloops.card.set_allocator_env)
             alloc = gpumem.check_allocator()
         except gpumem.AllocatorError as err:
             raise SystemExit(f"rule {smk.rule}: {err}") from None

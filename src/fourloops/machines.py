@@ -43,7 +43,7 @@ class Machine:
     hourly_usd: float = 0.0
     busy_card_limit_gib: float = 2.0
     pages_instead_of_oom: bool = False
-    cuda_allocator: str = "default"  # default | expandable_segments (fourloops.gpumem.apply_allocator)
+    cuda_allocator: str = "default"  # default | expandable_segments (fourloops.card.set_allocator_env)
 
     def label(self) -> str:
         gpu = f"{self.gpu_name} {self.vram_gib:g} GiB" if self.gpu_name else "no GPU"
