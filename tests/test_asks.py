@@ -430,7 +430,14 @@ def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_proce
     once, per, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200", images_per_call=4)
     # load 10 + the smallest first-item excess (3.5 - 3, not the first configuration's 4 - 1) + the rest of its
     # 30 s less the probe's own record (2 s the job never spends): 30 - 10 - 11.5 - 2 = 6.5
-    assert (once, per) == (10.0 + 0.5 + 6.5, 3.0) and "warm-up 0.5 s + process 6.5 s" in source
+    assert (once, per) == (10.0 + 0.5 + 6.5, 3.0) and "warm-up 0.5 s (smallest over configurations) + process 6.5 s" in source
+    # a probe that compiled no kernel (its caches did not grow): its first configuration's excess is a fresh
+    # process's warm-up, as a job's (4 - 1); one whose caches grew keeps the floor
+    for grew, warm in ((False, 3.0), (True, 0.5)):
+        probe.write_text(json.dumps({**json.loads(probe.read_text()), "kernel_caches": {"grew": grew}}))
+        once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
+        assert once == 10.0 + warm + 6.5, (grew, once, source)
+    probe.write_text(json.dumps({k: v for k, v in json.loads(probe.read_text()).items() if k != "kernel_caches"}))
     prov.unlink()  # without the probe job's record: no process term, and no guess for it
     once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
     assert once == 10.5 and "process" not in source

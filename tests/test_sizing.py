@@ -92,12 +92,20 @@ def test_the_detector_is_built_at_its_real_shape_and_loads_through_the_real_load
     assert det.resolution == 576 and det.parameter_count() == rec["parameters"]["model"]
 
 
-def test_a_cpu_probe_of_the_detector_records_the_new_fields_and_the_wall_check_reads_it(detector_dir, tmp_path):
-    from fourloops import asks
+def test_a_cpu_probe_of_the_detector_records_the_new_fields_and_the_wall_check_reads_it(detector_dir, tmp_path,
+                                                                                         monkeypatch):
+    from fourloops import asks, provenance
     from fourloops.stage import measured_key
     from fourloops.stages.probe import ProbeError, probe
 
     out, _ = detector_dir
+    caches = {"CUDA_CACHE_PATH": tmp_path / "nv", "TRITON_CACHE_DIR": tmp_path / "triton"}
+    for var, path in caches.items():
+        monkeypatch.setenv(var, str(path))
+    assert provenance.kernel_caches_kib() == {"cuda_jit": 0.0, "triton": 0.0}  # none there yet
+    (tmp_path / "triton" / "k").mkdir(parents=True)
+    (tmp_path / "triton" / "k" / "kernel.cubin").write_bytes(b"x" * 2048)
+    assert provenance.kernel_caches_kib() == {"cuda_jit": 0.0, "triton": 2.0}
     record_path = tmp_path / "results" / "probe" / "desk" / "detector.json"
     settings = {"weights": str(out / sizing.DETECTOR_FILE), "device": "cpu", "resolution": 288, "num_windows": 1}
     with pytest.raises(ProbeError, match=r"images_per_call = \[0\]; allowed: a list of batch sizes >= 1"):
@@ -108,6 +116,9 @@ def test_a_cpu_probe_of_the_detector_records_the_new_fields_and_the_wall_check_r
     for key in ("key", "precision", "resolution", "load_seconds", "peak_vram_gib", "peak_nvml_process_gib",
                 "weights_gib", "configurations", "gpu_name", "driver", "started", "complete", "sizing_model"):
         assert key in rec, key
+    # a CPU probe compiles nothing into the kernel caches: its first configuration's warm-up is a job's
+    assert rec["kernel_caches"] == {"before_kib": {"cuda_jit": 0.0, "triton": 2.0},
+                                    "after_kib": {"cuda_jit": 0.0, "triton": 2.0}, "grew": False}
     conf = rec["configurations"][0]
     assert conf["resolution"] == 288 and len(conf["items"]) == 2 and conf["seconds_per_item"] > 0
     assert conf["seconds_per_item"] == conf["items"][1]["seconds"]  # the first is the warm-up

@@ -224,10 +224,14 @@ class Measurements:
     def timing(self, key: str, machine: str, **match) -> tuple[float, float, str] | None:
         """(once per job s, s per item, source) from the target machine's own probe, for the configuration matching
         `match` (e.g. references=2); time depends on the GPU, so another machine's probe is not used.
-        Once per job, as the probe's own process paid it: the load; the first item's warm-up over a steady one, in
-        the probe's first configuration (a job is a fresh process, as the probe was); and the process's start and
-        finish (the probe job's wall seconds, from its provenance, less its load, every item and the seconds the
-        probe took to make its own record's apparatus), when known."""
+        Once per job, as the probe's own process paid it: the load; the first item's warm-up over a steady one; and
+        the process's start and finish (the probe job's wall seconds, from its provenance, less its load, every item
+        and the seconds the probe took to make its own record's apparatus), when known.
+        The warm-up: a job is a fresh process, as the probe's first configuration was, so that configuration's
+        first-item excess, when the probe's record says its kernel caches did not grow (`kernel_caches.grew`
+        false: nothing compiled that a later process finds made). Where they grew, or a record does not say, that
+        excess held the machine's one-off compilation too, and the smallest first-item excess over the probe's
+        configurations stands in (the later ones ran warm in the same process: a floor)."""
         for rec in self.probes.get(key) or []:
             if rec.get("machine_name") != machine:
                 continue
@@ -236,10 +240,11 @@ class Measurements:
             if not confs:
                 continue
             load = float(rec.get("load_seconds") or 0.0)
-            # the warm-up every first pass pays: the smallest first-item excess over the steady item among the
-            # probe's configurations (its first configuration's also held one-off costs of the probe process: the
-            # H200 run of 2026-12-02 saw 11.9 s there and 2.3-2.8 s on the DAG's first views)
-            warm = max(0.0, min(float(c.get("first_item_seconds") or 0.0) - float(c["seconds_per_item"]) for c in timed))
+            # (the H200 run of 2026-12-02 saw 11.9 s on the generator probe's first item, a machine's first
+            # OmniGen2 process, and 2.3-2.8 s on the DAG's first views)
+            excess = [float(c.get("first_item_seconds") or 0.0) - float(c["seconds_per_item"]) for c in timed]
+            fresh = (rec.get("kernel_caches") or {}).get("grew") is False
+            warm = max(0.0, excess[0] if fresh else min(excess))
             items = sum(float(i["seconds"]) for c in timed for i in c.get("items") or [] if i.get("seconds") is not None)
             # the job's wall when a Snakemake job wrote the probe; else, for bench/sizing_gpu.py's probe process, the
             # span a job's wall covers (imports to record: child_wall_seconds), else its whole process's (records
@@ -249,7 +254,9 @@ class Measurements:
             # less the probe's own record (its apparatus: GPU, packages, code), which the job does not make
             apparatus = float(rec.get("apparatus_seconds") or 0.0)
             process = max(0.0, float(wall) - load - items - apparatus) if wall is not None else 0.0
-            parts = f"load {load:g} s + warm-up {warm:.3g} s" + (f" + process {process:.3g} s" if wall is not None else "")
+            how = "first configuration's, no kernel compiled" if fresh else "smallest over configurations"
+            parts = (f"load {load:g} s + warm-up {warm:.3g} s ({how})"
+                     + (f" + process {process:.3g} s" if wall is not None else ""))
             return (load + warm + process, float(confs[0]["seconds_per_item"]),
                     f"measured: probe on {machine} ({rec.get('gpu_name') or '?'}), {rec['path']}: {parts}")
         return None

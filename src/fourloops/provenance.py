@@ -134,6 +134,31 @@ def cuda_allocator() -> dict | None:
     return {"env": conf, "expandable_segments": expandable}
 
 
+KERNEL_CACHES = {  # name: (the variable that moves it, where it is by default)
+    "cuda_jit": ("CUDA_CACHE_PATH", "~/.nv/ComputeCache"),
+    "triton": ("TRITON_CACHE_DIR", "~/.triton/cache"),
+}
+
+
+def kernel_caches_kib(environ=os.environ) -> dict:
+    """KiB on disk of each kernel cache a process's first run on a machine can fill (CUDA's JIT cache, Triton's),
+    0 for one that does not exist. A probe whose caches grew compiled kernels a later process finds made, so its
+    first item held a one-off cost that no later job pays (the twelfth H200 run: the LoRA probe's first step 19.3 s
+    in a machine's first process, 5.6 s in the next)."""
+    out = {}
+    for name, (var, default) in KERNEL_CACHES.items():
+        root = Path(os.path.expanduser(environ.get(var) or default))
+        total = 0
+        for dirpath, _, files in os.walk(root):
+            for f in files:
+                try:
+                    total += os.lstat(os.path.join(dirpath, f)).st_size
+                except OSError:
+                    pass
+        out[name] = round(total / 1024, 1)
+    return out
+
+
 def file_entries(paths) -> list[dict]:
     out = []
     for p in paths:

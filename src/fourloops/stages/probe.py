@@ -365,7 +365,9 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
         check_card(device, guard_machine)
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     memory = _Memory(device)
+    caches_before = provenance.kernel_caches_kib()
     load_s, about, configs = load(declared.probe)(settings, memory, refs, int(items), prompt)
+    caches_after = provenance.kernel_caches_kib()
     # the record's own apparatus, which the job a probe times does not make: timed, so that its forecast leaves it out
     t_apparatus = time.perf_counter()
     gpu = provenance.gpu_info()
@@ -400,6 +402,10 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
         "driver": (gpu or {}).get("driver"),
         "nvml_baseline": memory.baseline,
         "cuda_allocator": provenance.cuda_allocator(),
+        # whether this process compiled kernels into the on-disk caches (its first items then held a cost a later
+        # job does not pay): what fourloops.asks reads the warm-up from
+        "kernel_caches": {"before_kib": caches_before, "after_kib": caches_after,
+                          "grew": any(caches_after[k] > caches_before.get(k, 0.0) for k in caches_after)},
         **about,
         "sizing_model": sizing_record,
         "apparatus_seconds": round(apparatus_s, 3),
