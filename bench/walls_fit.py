@@ -450,6 +450,7 @@ EXPANDABLE_RUNS = (
 )
 _RUN10 = RESULTS / "gpu-run-h200-2026-12-03-run10"
 _RUN11 = RESULTS / "gpu-run-h200-2026-12-03-run11"
+_RUN13 = RESULTS / "gpu-run-h200-2026-12-03-run13"
 # Runs under expandable segments judged by the walls' own facts for them, committed before the run: its
 # models-before.yaml's process_overhead_expandable (fourloops.asks.for_allocator), no fit on the run itself.
 EXPANDABLE_JUDGED = (
@@ -459,6 +460,10 @@ EXPANDABLE_JUDGED = (
     # step at 384 px and the LoRA rank term judged for the first time, with the generators, the detector and the scorer
     {"name": "eleventh", "run": _RUN11, "models_before": _RUN11 / "models-before.yaml", "step": "heldout",
      "heldout": (_RUN11 / "heldout" / "records",)},
+    # its first machine lost after the probes (no DAG); the held-out probes on a second (chosen in d09eb4d): the
+    # generators above 704 px and the LoRA rank term at ranks outside the pair it was fitted on
+    {"name": "thirteenth", "run": _RUN13, "models_before": _RUN13 / "models-before.yaml", "step": "heldout",
+     "heldout": (_RUN13 / "heldout" / "records",)},
 )
 HELDOUT = HELDOUT_RUNS[0]["folders"]
 MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]
@@ -669,7 +674,12 @@ def expandable_lines() -> list[str]:
         every = []
         for run in EXPANDABLE_RUNS:
             every += [r for rs in expandable_rows(run) for r in rs]
-        every += [r for run in EXPANDABLE_JUDGED if run["models_before"].exists() for r in judged_rows(run)]
+        for run in EXPANDABLE_JUDGED:
+            if run["models_before"].exists():  # its probes and its DAG's jobs, as fit_expandable reads them
+                dag = dag_rows((run["run"],), allocator="expandable")
+                for r in dag:
+                    r["weights"] = weights_of(r, facts)
+                every += judged_rows(run) + dag
         from fourloops import asks
 
         exp = asks.for_allocator(facts, "expandable_segments")
