@@ -630,14 +630,20 @@ def fit_expandable() -> dict:
         every += inn + held
     for run in EXPANDABLE_JUDGED:
         if run["models_before"].exists():
-            dag = dag_rows((run["run"],), allocator="expandable")  # its DAG's jobs too, if any
-            for r in dag:
-                r["weights"] = weights_of(r, _facts(run["models_before"]))
-            held = judged_rows(run) + dag  # judged_rows gave its probes their weights
+            held = judged_and_dag_rows(run, _facts(run["models_before"]))
             for r in held:
                 r["sample"] = "in-sample"
             every += held
     return fit(every, CONTEXT_STEPS)
+
+
+def judged_and_dag_rows(run: dict, facts: dict) -> list[dict]:
+    """A judged run's held-out probes (judged_rows gives them their weights) and its DAG's jobs, if any, weighed by
+    `facts`: what the expandable refit reads of it."""
+    dag = dag_rows((run["run"],), allocator="expandable")
+    for r in dag:
+        r["weights"] = weights_of(r, facts)
+    return judged_rows(run) + dag
 
 
 def expandable_lines() -> list[str]:
@@ -674,12 +680,8 @@ def expandable_lines() -> list[str]:
         every = []
         for run in EXPANDABLE_RUNS:
             every += [r for rs in expandable_rows(run) for r in rs]
-        for run in EXPANDABLE_JUDGED:
-            if run["models_before"].exists():  # its probes and its DAG's jobs, as fit_expandable reads them
-                dag = dag_rows((run["run"],), allocator="expandable")
-                for r in dag:
-                    r["weights"] = weights_of(r, facts)
-                every += judged_rows(run) + dag
+        every += [r for run in EXPANDABLE_JUDGED if run["models_before"].exists()
+                  for r in judged_and_dag_rows(run, facts)]
         from fourloops import asks
 
         exp = asks.for_allocator(facts, "expandable_segments")

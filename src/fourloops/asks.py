@@ -231,7 +231,9 @@ class Measurements:
         first-item excess, when the probe's record says its kernel caches did not grow (`kernel_caches.grew`
         false: nothing compiled that a later process finds made). Where they grew, or a record does not say, that
         excess held the machine's one-off compilation too, and the smallest first-item excess over the probe's
-        configurations stands in (the later ones ran warm in the same process: a floor)."""
+        configurations stands in (the later ones ran warm in the same process: a floor; the H200 run of 2026-12-02
+        saw 11.9 s on the generator probe's first item, a machine's first OmniGen2 process, and 2.3-2.8 s on the
+        DAG's first views)."""
         for rec in self.probes.get(key) or []:
             if rec.get("machine_name") != machine:
                 continue
@@ -240,8 +242,6 @@ class Measurements:
             if not confs:
                 continue
             load = float(rec.get("load_seconds") or 0.0)
-            # (the H200 run of 2026-12-02 saw 11.9 s on the generator probe's first item, a machine's first
-            # OmniGen2 process, and 2.3-2.8 s on the DAG's first views)
             excess = [float(c.get("first_item_seconds") or 0.0) - float(c["seconds_per_item"]) for c in timed]
             fresh = (rec.get("kernel_caches") or {}).get("grew") is False
             warm = max(0.0, excess[0] if fresh else min(excess))
