@@ -179,13 +179,14 @@ repeat() {  # the ladder's generator and keypoints jobs once more, forced, on th
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-03, thirteenth run, every
+heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-04, fourteenth run, every
   # process under expandable segments, judged by config/models.yaml as committed then: bench/walls_fit.py
-  # EXPANDABLE_JUDGED; memory: few steps and items, each in its own process): the generator at bf16, 1024 px with 1
-  # reference and at nf4, 768 px with 2 (the issue's other generator sizes: no expandable record above 704 px); LoRA
-  # steps at 512 px rank 4 and rank 64 (the rank term, models.yaml lora_gib_per_rank, was fitted on ranks 8 and 32 at
-  # 512 px: ranks outside that pair at its resolution) and at 768 px rank 64.
-  # The eleventh run's were 640 (bf16, 2 references) and 576 (nf4, 1), the scorer at 640 and 576, the detector at 16
+  # EXPANDABLE_JUDGED; memory: few steps and items, each in its own process): the generator at nf4, 1024 px with 1
+  # reference (no expandable NF4 record above 768 px) and a LoRA step at 768 px rank 64 (the rank term away from the
+  # 512 px it was fitted and judged at; the thirteenth run chose it and lost its machine first), then at bf16,
+  # 832 px with 3 references and a LoRA step at 1024 px rank 4.
+  # The thirteenth run's were 1024 (bf16, 1 reference) and 768 (nf4, 2), LoRA 512 r4 and r64; the eleventh run's 640
+  # (bf16, 2 references) and 576 (nf4, 1), the scorer at 640 and 576, the detector at 16
   # and 40, LoRA 352 r8, 416 r16, 640 r8 and 896 r32; the ninth run's 576 (bf16, 3 references) and 704 (nf4, 3), the
   # scorer at 576 and 704, the detector at 10 and 28, LoRA 320 r16 and 736 r32; the eighth run's 704 (bf16, 3
   # references) and 800 (nf4, 1), the scorer at 704 and 800, the detector at 20 and 64, LoRA 448 r32 and 832 r8; the
@@ -197,10 +198,10 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --references 1 --omnigen2-precisions bf16 \
-    --lora-steps bf16:precomputed:512:4 bf16:precomputed:512:64
-  python3 bench/sizing_gpu.py "${common[@]}" --size 768 --items 1 --references 2 --omnigen2-precisions nf4 \
+  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --references 1 --omnigen2-precisions nf4 \
     --lora-steps bf16:precomputed:768:64
+  python3 bench/sizing_gpu.py "${common[@]}" --size 832 --items 1 --references 3 --omnigen2-precisions bf16 \
+    --lora-steps bf16:precomputed:1024:4
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
