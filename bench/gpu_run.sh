@@ -14,7 +14,9 @@
 # Carry .wheels and .carry on EVERY call to the GPU machine, and sizing on the first only: on 2026-12-02 a poll
 # call that carried nothing found .carry/omnigen2 gone, and every later generator job failed to import it (`all`
 # now copies the package into /tmp/site, which outlives the calls); carrying sizing again would replace the run's
-# results there with this machine's.
+# results there with this machine's. A machine idle 30 s between two calls goes back with the run on it (2026-12-04:
+# twice after the first call): send the next call at once, and keep each call's output short (`wait ... > $OUT/wait.log`).
+# GPU_RUN_WARMJUDGE=1 fits in one call (warmjudge below).
 # Each step logs and goes on when one fails; `all` writes $RUN/done at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -86,6 +88,9 @@ all() {
       || { say "the build failed: stop"; touch "$RUN/done"; return 1; }
     warmup; collect warmup; touch "$RUN/done"; return 0
   fi
+  if [ -n "${GPU_RUN_WARMJUDGE:-}" ]; then  # the fifteenth run: the warm-up rule judged in one call (below)
+    warmjudge; collect dag; touch "$RUN/done"; return 0
+  fi
   if [ -n "${GPU_RUN_JUDGE:-}" ]; then  # the tenth run: OmniGen2's sizing build alone, then `judge`; nothing else
     say "the OmniGen2 sizing model, then the judging probes"
     python3 -m snakemake "${PROFILE[@]}" results/provenance/sizing_model/omnigen2.json \
@@ -106,12 +111,11 @@ all() {
     # first process of a model compiles kernels into on-disk caches (the twelfth run), so the first pass's first
     # items held that one-off cost, and the plan then forecast each job's warm-up from the smallest first-item
     # excess over a probe's configurations, a floor (the eleventh run: 0.001 s for the generator, whose jobs' first
-    # views ran 2.2-6.1 s over their second). The second pass's records say their caches did not grow
-    # (kernel_caches.grew), and fourloops.asks then reads a job's warm-up from the first configuration's excess
+    # views ran 2.2-6.1 s over their second). The second pass's records say it compiled nothing a later process
+    # finds made (kernel_caches: fourloops.provenance.compiled_once), and fourloops.asks then reads a job's warm-up
+    # from the first configuration's excess
     say "the component probes once more; the first pass kept apart in probe_warmup/"
-    mkdir -p "$RUN/probe_warmup"
-    cp -r sizing/results/probe "$RUN/probe_warmup/results"; cp -r sizing/benchmarks/probe "$RUN/probe_warmup/benchmarks"
-    cp -r sizing/results/provenance/probe "$RUN/probe_warmup/provenance"; cp -r sizing/logs/probe "$RUN/probe_warmup/logs"
+    first_pass_apart
     python3 -m snakemake "${PROFILE[@]}" probe --forcerun probe_model || say "the second probe pass failed"
   fi
   if ((${#until[@]})); then  # a component declared since the carried probes were made is probed here
@@ -138,9 +142,7 @@ print(" ".join(f"results/probe/h200/{c}.json" for c in probed() if not os.path.e
   python3 -m fourloops.cli plan "${PROFILE[@]}" --json "${CAPPED[@]}" > "$RUN/plan-before.json"
   python3 -m fourloops.cli plan "${PROFILE[@]}" --machine desk --json "${CAPPED[@]}" > "$RUN/plan-before-desk.json"
   say "cap 24: the DAG's GPU jobs under a 24 GiB cap, each asked and admitted by the desk's walls"
-  FOURLOOPS_VRAM_CAP_GIB=24 python3 -m snakemake "${PROFILE[@]}" --config model_set=sizing machine=desk --resources vram_mb=24576 \
-    -- "${CAPPED[@]}" > "$RUN/cap24-admitted.log" 2>&1
-  echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
+  cap24_admitted "${CAPPED[@]}"
   cp "$RUN"/plan-before*.json sizing/ 2>/dev/null
   collect dag
   # GPU_RUN_INSAMPLE=0: no in-sample probe (the eleventh run: every held-out configuration judged by the facts
@@ -157,6 +159,35 @@ print(" ".join(f"results/probe/h200/{c}.json" for c in probed() if not os.path.e
     collect qwen
   fi
   touch "$RUN/done"
+}
+
+first_pass_apart() {  # a probe pass's records, kept apart in probe_warmup/ before the pass that replaces them
+  mkdir -p "$RUN/probe_warmup"
+  cp -r sizing/results/probe "$RUN/probe_warmup/results"; cp -r sizing/benchmarks/probe "$RUN/probe_warmup/benchmarks"
+  cp -r sizing/results/provenance/probe "$RUN/probe_warmup/provenance"; cp -r sizing/logs/probe "$RUN/probe_warmup/logs"
+}
+
+warmjudge() {  # the warm-up rule judged within one 10-minute call (2026-12-04: two sessions lost their machine between
+  # the calls of a whole-DAG run with GPU_RUN_PROBE_TWICE, each after its first call): the generator's and the
+  # detector's probes twice (the first pass kept apart), then the plan from the second pass, then the ladder's
+  # generate and keypoints jobs of conditions A, B and C under the 24 GiB cap, asked by the desk's walls, as in `all`.
+  # Its generate jobs are the eleventh run's that ran 0.79-0.86 of their forecast, made from first-pass probes.
+  local probes=(results/probe/h200/generator.json results/probe/h200/detector.json)
+  local targets=(results/provenance/keypoints/A.json results/provenance/keypoints/B.json results/provenance/keypoints/C.json)
+  say "warm-up judgement: the generator's and the detector's probes twice, then conditions A-C's jobs"
+  python3 -m snakemake "${PROFILE[@]}" -- "${probes[@]}" || { say "builds or probes failed: stop"; return 1; }
+  first_pass_apart
+  python3 -m snakemake "${PROFILE[@]}" --forcerun probe_model -- "${probes[@]}" || { say "the second pass failed: stop"; return 1; }
+  python3 -m fourloops.cli plan "${PROFILE[@]}" --json "${targets[@]}" > "$RUN/plan-before.json"
+  cp "$RUN/plan-before.json" sizing/
+  cap24_admitted "${targets[@]}"
+}
+
+cap24_admitted() {  # the targets' GPU jobs under a 24 GiB cap, each asked and admitted by the desk's walls; the log
+  # (cap24-admitted.log, its exit status last) is what bench/cap24_matrix.py reads
+  FOURLOOPS_VRAM_CAP_GIB=24 python3 -m snakemake "${PROFILE[@]}" --config model_set=sizing machine=desk --resources vram_mb=24576 \
+    -- "$@" > "$RUN/cap24-admitted.log" 2>&1
+  echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
 }
 
 repeat() {  # the ladder's generator and keypoints jobs once more, forced, on the same machine with the same probes
@@ -179,12 +210,15 @@ repeat() {  # the ladder's generator and keypoints jobs once more, forced, on th
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-04, fourteenth run, every
-  # process under expandable segments, judged by config/models.yaml as committed then: bench/walls_fit.py
-  # EXPANDABLE_JUDGED; memory: few steps and items, each in its own process): the generator at nf4, 1024 px with 1
-  # reference (no expandable NF4 record above 768 px) and a LoRA step at 768 px rank 64 (the rank term away from the
-  # 512 px it was fitted and judged at; the thirteenth run chose it and lost its machine first), then at bf16,
-  # 832 px with 3 references and a LoRA step at 1024 px rank 4.
+heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-04, seventeenth run, under torch's
+  # DEFAULT allocator, the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed
+  # then, bench/walls_fit.py HELDOUT_RUNS; no default-allocator run has been judged since the eighth, which the
+  # process_overhead facts were refit on; memory: few steps and items, each in its own process): OmniGen2 bf16 at
+  # 1024 px with 3 references (no record at 1024 px with more than 2) and a LoRA step at 960 px rank 4; NF4 at 960 px
+  # with 2 references (none between 896 and 1024) and a LoRA step at 640 px rank 64 (the rank term away from where it
+  # was fitted); bf16 at 704 px with 1 reference and a LoRA step at 320 px rank 64 (the training context's
+  # small-resolution step, 1.79 GiB below 384 px, at a rank none of its records had).
+  # The fourteenth run's (expandable segments) were 1024 (nf4, 1 reference) and 832 (bf16, 3), LoRA 768 r64 and 1024 r4.
   # The thirteenth run's were 1024 (bf16, 1 reference) and 768 (nf4, 2), LoRA 512 r4 and r64; the eleventh run's 640
   # (bf16, 2 references) and 576 (nf4, 1), the scorer at 640 and 576, the detector at 16
   # and 40, LoRA 352 r8, 416 r16, 640 r8 and 896 r32; the ninth run's 576 (bf16, 3 references) and 704 (nf4, 3), the
@@ -198,10 +232,12 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --references 1 --omnigen2-precisions nf4 \
-    --lora-steps bf16:precomputed:768:64
-  python3 bench/sizing_gpu.py "${common[@]}" --size 832 --items 1 --references 3 --omnigen2-precisions bf16 \
-    --lora-steps bf16:precomputed:1024:4
+  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --references 3 --omnigen2-precisions bf16 \
+    --lora-steps bf16:precomputed:960:4
+  python3 bench/sizing_gpu.py "${common[@]}" --size 960 --items 1 --references 2 --omnigen2-precisions nf4 \
+    --lora-steps bf16:precomputed:640:64
+  python3 bench/sizing_gpu.py "${common[@]}" --size 704 --items 1 --references 1 --omnigen2-precisions bf16 \
+    --lora-steps bf16:precomputed:320:64
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed

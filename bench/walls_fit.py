@@ -451,6 +451,7 @@ EXPANDABLE_RUNS = (
 _RUN10 = RESULTS / "gpu-run-h200-2026-12-03-run10"
 _RUN11 = RESULTS / "gpu-run-h200-2026-12-03-run11"
 _RUN13 = RESULTS / "gpu-run-h200-2026-12-03-run13"
+_RUN14 = RESULTS / "gpu-run-h200-2026-12-04-run14"
 # Runs under expandable segments judged by the walls' own facts for them, committed before the run: its
 # models-before.yaml's process_overhead_expandable (fourloops.asks.for_allocator), no fit on the run itself.
 EXPANDABLE_JUDGED = (
@@ -464,6 +465,11 @@ EXPANDABLE_JUDGED = (
     # generators above 704 px and the LoRA rank term at ranks outside the pair it was fitted on
     {"name": "thirteenth", "run": _RUN13, "models_before": _RUN13 / "models-before.yaml", "step": "heldout",
      "heldout": (_RUN13 / "heldout" / "records",)},
+    # its first machine lost between two calls, during the second probe pass (the whole DAG was planned); its held-out
+    # probes on a second (chosen in fa337ea): NF4 at 1024 px, bf16 at 832 px with 3 references, and the LoRA rank
+    # term at 768 px rank 64 and 1024 px rank 4
+    {"name": "fourteenth", "run": _RUN14, "models_before": _RUN14 / "models-before.yaml", "step": "heldout",
+     "heldout": (_RUN14 / "heldout" / "records",)},
 )
 HELDOUT = HELDOUT_RUNS[0]["folders"]
 MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]

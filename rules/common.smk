@@ -96,10 +96,9 @@ if _lora_problems := lora_config_problems(config):
 ASKS = FOURLOOPS.resources()
 LINEAGE = FOURLOOPS.lineage_param()
 # Once Snakemake's DAG has its jobs, before it decides which must run, their outputs are checked against their
-# provenance records (a corrupted one reruns); a stash of last good outputs left by a killed run is settled before
-# the DAG is built (fourloops.keep).
+# provenance records (a corrupted one reruns); a stash of last good outputs left by a killed run was settled when
+# FOURLOOPS was made, before it read the records (fourloops.keep).
 FOURLOOPS.check_outputs_on_the_dag()
-FOURLOOPS.recover_last_good()
 
 
 def with_config(function):

@@ -312,6 +312,7 @@ RUN7 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run7"
 RUN8 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run8"
 RUN9 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run9"
 RUN11 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run11"
+RUN15 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run15"
 
 
 # what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
@@ -326,7 +327,7 @@ def _quoted_summary(text: str) -> list[str]:
     return [line[2:] for line in text.split("## Summary\n", 1)[1].splitlines() if line.startswith("- ")]
 
 
-@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11],
+@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11, RUN15],
                          ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)
@@ -414,6 +415,31 @@ def test_a_sizing_build_on_the_card_asks_what_the_driver_saw_of_it_on_the_h200(c
     assert sizing.ask(AskContext(FACTS), {"component": component}, {"device": "cpu"}).vram.value == 0.0
 
 
+def test_the_warm_up_rule_tells_a_machines_first_probe_pass_from_its_second_on_the_committed_records():
+    # the probes run twice on one machine (the thirteenth to fifteenth H200 runs): each first pass compiled what its
+    # second found made, and each second pass's Triton cache grew a little all the same
+    from fourloops.provenance import compiled_once
+
+    def caches(path):
+        return json.loads((REPO / "bench" / "results" / path).read_text())["kernel_caches"]
+
+    run13, run14, run15 = ("gpu-run-h200-2026-12-03-run13", "gpu-run-h200-2026-12-04-run14",
+                           "gpu-run-h200-2026-12-04-run15")
+    first = [f"{run}/probe_warmup/results/h200/{c}.json" for run in (run13, run14, run15) for c in ("generator", "detector")]
+    first += [f"{run}/probe_warmup/results/h200/scorer.json" for run in (run13, run14)]
+    second = [f"{run14}/call1/sizing/results/probe/h200/generator.json"]
+    second += [f"{run15}/sizing/results/probe/h200/{c}.json" for c in ("generator", "detector")]
+    assert all(compiled_once(caches(p)) for p in first), [p for p in first if not compiled_once(caches(p))]
+    assert not any(compiled_once(caches(p)) for p in second), [p for p in second if compiled_once(caches(p))]
+    assert all(caches(p)["grew"] for p in second[:2])  # what the rule read before: both second passes "grew"
+    # and the fifteenth run's plan would now take the generator's warm-up from its second pass's first configuration
+    from fourloops.stage import measured_key
+
+    got = asks.Measurements.load(REPO / "bench" / "results" / run15 / "sizing", measured_key).timing(
+        "generator/omnigen2/bf16/512", "h200", references=1)
+    assert got is not None and "warm-up 2.79 s (first configuration's" in got[2], got
+
+
 def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_process_start_once(tmp_path):
     from fourloops.stage import measured_key
 
@@ -437,6 +463,16 @@ def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_proce
         probe.write_text(json.dumps({**json.loads(probe.read_text()), "kernel_caches": {"grew": grew}}))
         once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
         assert once == 10.0 + warm + 6.5, (grew, once, source)
+    # with the caches' sizes, what grew decides: CUDA's JIT cache growing, or a cache filled from empty, is a
+    # one-off compilation (the floor); Triton's filled cache growing is not (every later process wrote some)
+    for before, after, warm in (({"cuda_jit": 10.0, "triton": 50.0}, {"cuda_jit": 10.0, "triton": 54.0}, 3.0),
+                                ({"cuda_jit": 10.0, "triton": 50.0}, {"cuda_jit": 12.0, "triton": 50.0}, 0.5),
+                                ({"cuda_jit": 10.0, "triton": 0.0}, {"cuda_jit": 10.0, "triton": 4.0}, 0.5),
+                                ({"cuda_jit": 10.0, "triton": 50.0}, {"cuda_jit": 10.0, "triton": 50.0}, 3.0)):
+        caches = {"before_kib": before, "after_kib": after, "grew": after != before}
+        probe.write_text(json.dumps({**json.loads(probe.read_text()), "kernel_caches": caches}))
+        once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
+        assert once == 10.0 + warm + 6.5, (before, after, once, source)
     probe.write_text(json.dumps({k: v for k, v in json.loads(probe.read_text()).items() if k != "kernel_caches"}))
     prov.unlink()  # without the probe job's record: no process term, and no guess for it
     once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")

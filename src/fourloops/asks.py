@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fourloops.provenance import compiled_once
+
 GIB = 2**30
 MIB = 2**20
 
@@ -228,12 +230,12 @@ class Measurements:
         the process's start and finish (the probe job's wall seconds, from its provenance, less its load, every item
         and the seconds the probe took to make its own record's apparatus), when known.
         The warm-up: a job is a fresh process, as the probe's first configuration was, so that configuration's
-        first-item excess, when the probe's record says its kernel caches did not grow (`kernel_caches.grew`
-        false: nothing compiled that a later process finds made). Where they grew, or a record does not say, that
-        excess held the machine's one-off compilation too, and the smallest first-item excess over the probe's
-        configurations stands in (the later ones ran warm in the same process: a floor; the H200 run of 2026-12-02
-        saw 11.9 s on the generator probe's first item, a machine's first OmniGen2 process, and 2.3-2.8 s on the
-        DAG's first views)."""
+        first-item excess, when the probe compiled nothing that a later process finds made (`kernel_caches`:
+        fourloops.provenance.compiled_once false; for a record with no cache sizes, `grew` false). Where it did,
+        or a record does not say, that excess held the machine's one-off compilation too, and the smallest
+        first-item excess over the probe's configurations stands in (the later ones ran warm in the same process:
+        a floor; the H200 run of 2026-12-02 saw 11.9 s on the generator probe's first item, a machine's first
+        OmniGen2 process, and 2.3-2.8 s on the DAG's first views)."""
         for rec in self.probes.get(key) or []:
             if rec.get("machine_name") != machine:
                 continue
@@ -243,7 +245,9 @@ class Measurements:
                 continue
             load = float(rec.get("load_seconds") or 0.0)
             excess = [float(c.get("first_item_seconds") or 0.0) - float(c["seconds_per_item"]) for c in timed]
-            fresh = (rec.get("kernel_caches") or {}).get("grew") is False
+            caches = rec.get("kernel_caches") or {}
+            once = compiled_once(caches)
+            fresh = (caches.get("grew") is False) if once is None else not once
             warm = max(0.0, excess[0] if fresh else min(excess))
             items = sum(float(i["seconds"]) for c in timed for i in c.get("items") or [] if i.get("seconds") is not None)
             # the job's wall when a Snakemake job wrote the probe; else, for bench/sizing_gpu.py's probe process, the

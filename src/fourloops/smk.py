@@ -52,6 +52,10 @@ class Workflow:
         base = Path(workflow.basedir)
         self.facts = asks.load_facts(base / "config" / "models.yaml")
         self.machines = machines.load(base / "config" / "machines.yaml")
+        # a stash of last good outputs left by a Snakemake that was killed is settled first, so that the records
+        # read next hold the ones it puts back (read before it, the output check called the restored outputs
+        # unverified, "its record is missing", and the first dry-run after a kill listed their jobs)
+        self.recover_last_good()
         # the provenance records, read once: measured peaks (asks) and the output check (verify) use them
         self.records = records.index(Path.cwd())
         self.measured = asks.Measurements.load(Path.cwd(), measured_key, index=self.records)
@@ -602,7 +606,8 @@ class Workflow:
             print(f"fourloops: kept the last good {path} (its new generation failed)", file=sys.stderr)
 
     def recover_last_good(self) -> None:
-        """A stash left by a Snakemake that was killed is settled before the DAG is built."""
+        """A stash left by a Snakemake that was killed is settled at the workflow's parse, before its provenance
+        records are read and before the DAG is built."""
         from fourloops import keep
 
         if self.main_process():
