@@ -16,6 +16,8 @@
 # now copies the package into /tmp/site, which outlives the calls); carrying sizing again would replace the run's
 # results there with this machine's. A machine idle 30 s between two calls goes back with the run on it (2026-12-04:
 # twice after the first call): send the next call at once, and keep each call's output short (`wait ... > $OUT/wait.log`).
+# A session's device seconds count an earlier cut-off try's (2026-12-04: 352 s were left, not 1800): read the device's
+# status first, and give `wait` less than its budget_left_s (its copies to $OUT each minute are what a cut-off call keeps).
 # GPU_RUN_WARMJUDGE=1 fits in one call (warmjudge below).
 # Each step logs and goes on when one fails; `all` writes $RUN/done at the end.
 set -uo pipefail
@@ -343,9 +345,17 @@ wait_run() {  # print the log while it grows, until done or $1 seconds; then cop
   # no run on this machine (the machine was given back between two calls, and this one is fresh): say so at once
   # instead of polling a log that will never come (the thirteenth run lost 9 device minutes so)
   [ -f "$RUN/log" ] || { echo "NO RUN HERE: $RUN/log is missing (a fresh machine?)"; return 3; }
+  # every minute, what the jobs wrote so far goes to $OUT as well: a call cut off before its `wait` ends (2026-12-04,
+  # the sixteenth run: the session's device seconds ran out 325 s in, under a wait of 578) still brings back what a
+  # killed command leaves under $OUT
+  local next_copy=$(( $(date +%s) + 60 ))
   while [ ! -f "$RUN/done" ] && [ "$(date +%s)" -lt "$until" ]; do
     sleep 10
     local n; n=$(wc -l < "$RUN/log"); [ "$n" -gt "$seen" ] && sed -n "$((seen+1)),${n}p" "$RUN/log" | grep -v "^    \|^$" | cut -c1-300; seen=$n
+    if [ -n "${OUT:-}" ] && [ "$(date +%s)" -ge "$next_copy" ]; then
+      collect sofar >/dev/null 2>&1; cp "$RUN/sofar.tar.gz" "$RUN/log" "$OUT"/ 2>/dev/null
+      next_copy=$(( $(date +%s) + 60 ))
+    fi
   done
   [ -f "$RUN/done" ] && echo "RUN DONE" || echo "RUN STILL GOING"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader
