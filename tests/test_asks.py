@@ -161,6 +161,29 @@ def test_the_committed_walls_table_regenerates_from_the_committed_records(walls_
     assert walls_fit.table() == walls_fit.TABLE.read_text()
 
 
+def test_the_rank_term_is_judged_on_one_allocators_footing_by_the_offset_measured_elsewhere(walls_fit, monkeypatch):
+    # the default allocator's peak at 768 px rank 16, the expandable one's at rank 64; the two allocators measured at
+    # 384 px rank 16 apart by -0.1 GiB: on the expandable footing the rise is 10.2 - (10.0 - 0.1) = 0.3, not 0.2;
+    # and the other way round at 1024 px: (13.6 - 0.1) - 13.4 = 0.1, not 0.2
+    def lora(resolution, rank, allocated):
+        return {"component": "lora_step", "allocated": allocated, "config": {
+            "frozen_dtype": "bf16", "text_encoder": "precomputed", "resolution": resolution, "rank": rank}}
+
+    monkeypatch.setattr(walls_fit, "rows", lambda: [lora(512, 8, 9.0), lora(512, 32, 9.06), lora(384, 16, 8.5),
+                                                    lora(768, 16, 10.0), lora(1024, 16, 13.6)])
+    monkeypatch.setattr(walls_fit, "probe_rows", lambda folders, **kw: [lora(384, 16, 8.4), lora(768, 64, 10.2),
+                                                                        lora(1024, 4, 13.4)])
+    monkeypatch.setattr(walls_fit, "_facts", lambda *a: {"models": {"omnigen2": {"lora_gib_per_rank": 0.0025}}})
+    lines = walls_fit.rank_lines()
+    assert "| 768 | 16 -> 64 | default -> expandable | 10.000 -> 10.200 | +0.200 | +0.300 to +0.300 | +0.120 | held out |" \
+        in lines, lines
+    assert "| 512 | 8 -> 32 | default -> default | 9.000 -> 9.060 | +0.060 | +0.060 | +0.060 | in-sample |" in lines
+    assert not [line for line in lines if line.startswith("| 384 ")]  # one rank only: nothing to judge
+    assert "| 1024 | 4 -> 16 | expandable -> default | 13.400 -> 13.600 | +0.200 | +0.100 to +0.100 | +0.030 | held out |" \
+        in lines, lines
+    assert lines[-1] == "- the rank term, held-out pairs: 2; rise on one footing minus the term from +0.070 to +0.180 GiB"
+
+
 def test_models_yaml_holds_the_overheads_and_per_token_figure_the_records_give(walls_fit):
     fitted = walls_fit.fitted()
     keys = ("allocator_reserve", "activations_reserve", "cuda_context_gib")
