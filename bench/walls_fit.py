@@ -747,26 +747,24 @@ def _expandable_folders() -> tuple[Path, ...]:
 
 
 def rank_lines() -> list[str]:
-    """The LoRA's rank term (`lora_gib_per_rank`, fitted on the one pair of ranks the default allocator's records hold,
-    8 and 32 at 512 px) against every resolution measured at two ranks, under either allocator. Where the two ranks
+    """The LoRA's rank term (`lora_gib_per_rank`, fitted on the default allocator's pairs of ranks: today the one pair
+    its records hold, 8 and 32 at 512 px) against every resolution measured at two ranks, under either allocator. Where the two ranks
     ran under different allocators, the allocated peaks are first put on one footing (expandable segments) by the
     allocators' offset at the configurations both measured, which are not the pairs judged."""
     per_rank = _facts()["models"]["omnigen2"]["lora_gib_per_rank"]
     peak: dict[str, dict[tuple, float]] = {"default": {}, "expandable": {}}
-    for allocator, rs in (("default", [r for r in rows() if r["component"] == "lora_step"]),
-                          ("expandable", probe_rows(_expandable_folders(), allocator="expandable"))):
+    for allocator, rs in (("default", rows()), ("expandable", probe_rows(_expandable_folders(), allocator="expandable"))):
         for r in rs:
-            if r["component"] != "lora_step":
-                continue
-            c = r["config"]
-            k = (c["frozen_dtype"], c["text_encoder"], c["resolution"], int(c.get("rank", 8)))
-            peak[allocator][k] = max(peak[allocator].get(k, 0.0), r["allocated"])
+            if r["component"] == "lora_step":
+                c = r["config"]
+                k = (c["frozen_dtype"], c["text_encoder"], c["resolution"], int(c.get("rank", 8)))
+                peak[allocator][k] = max(peak[allocator].get(k, 0.0), r["allocated"])
     both = sorted(set(peak["default"]) & set(peak["expandable"]))
     offsets = [peak["expandable"][k] - peak["default"][k] for k in both]
     lo_off, hi_off = min(offsets), max(offsets)
     out = ["", "## The LoRA's rank term at every resolution measured at two ranks", "",
            f"`lora_gib_per_rank` ({per_rank:g} GiB a rank; config/models.yaml) was fitted on the default allocator's "
-           "ranks 8 and 32 at 512 px (in-sample); no other pair below was used to fit it (held out). "
+           "pairs of ranks (in-sample; fit_rank); no other pair below was used to fit it (held out). "
            "Allocated peaks under the two allocators differ at one configuration: expandable segments minus the "
            f"default allocator {lo_off:+.3f} to {hi_off:+.3f} GiB at " + ", ".join(
                f"{k[2]} px rank {k[3]}" for k in both) + " (bf16 frozen, embeddings precomputed). A pair whose ranks ran "
@@ -774,18 +772,15 @@ def rank_lines() -> list[str]:
            "configurations than the pair and assumed to hold at its resolution.", "",
            "| resolution | ranks | allocators | allocated GiB | rise GiB | on one footing GiB | the term GiB | sample |",
            "|---|---|---|---|---|---|---|---|"]
-    setups = {(a, k[:3]) for a in peak for k in peak[a]}
-    by_setup: dict[tuple, list[tuple[int, str, float]]] = {}
-    for a, setup in setups:
+    by_setup: dict[tuple, list[tuple[int, str, float]]] = {}  # (frozen, text encoder, resolution) -> (rank, allocator, GiB)
+    for a in peak:
         for k, v in peak[a].items():
-            if k[:3] == setup:
-                by_setup.setdefault(setup, []).append((k[3], a, v))
+            by_setup.setdefault(k[:3], []).append((k[3], a, v))
     errors: list[float] = []
     held = 0
     for setup in sorted(by_setup):
-        got = sorted(set(by_setup[setup]))
-        ranks = sorted({r for r, _, _ in got})
-        if len(ranks) < 2:
+        got = sorted(by_setup[setup])
+        if len({r for r, _, _ in got}) < 2:
             continue
         same = [(lo, hi) for lo in got for hi in got if lo[0] < hi[0] and lo[1] == hi[1]]
         # every pair within one allocator; a resolution with none, its lowest and highest rank across the two
@@ -800,7 +795,7 @@ def rank_lines() -> list[str]:
                 sign = 1 if lo[1] == "default" else -1
                 a, b = rise - sign * hi_off, rise - sign * lo_off
                 footing = f"{min(a, b):+.3f} to {max(a, b):+.3f}"
-            fitted_pair = lo[1] == hi[1] == "default" and setup[2] == 512 and (lo[0], hi[0]) == (8, 32)
+            fitted_pair = lo[1] == hi[1] == "default"  # fit_rank reads every default-allocator pair
             if not fitted_pair:
                 errors += [a - term, b - term]
                 held += 1
