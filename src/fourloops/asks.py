@@ -235,7 +235,9 @@ class Measurements:
         or a record does not say, that excess held the machine's one-off compilation too, and the smallest
         first-item excess over the probe's configurations stands in (the later ones ran warm in the same process:
         a floor; the H200 run of 2026-12-02 saw 11.9 s on the generator probe's first item, a machine's first
-        OmniGen2 process, and 2.3-2.8 s on the DAG's first views)."""
+        OmniGen2 process, and 2.3-2.8 s on the DAG's first views). A probe of one configuration (the LoRA step's)
+        has only its own excess: the source says so, and that it is high where the probe compiled (the twelfth H200
+        run: a machine's first LoRA process's first step 19.3 s, the second process's 5.6 s)."""
         for rec in self.probes.get(key) or []:
             if rec.get("machine_name") != machine:
                 continue
@@ -247,7 +249,8 @@ class Measurements:
             excess = [float(c.get("first_item_seconds") or 0.0) - float(c["seconds_per_item"]) for c in timed]
             caches = rec.get("kernel_caches") or {}
             once = compiled_once(caches)
-            fresh = (caches.get("grew") is False) if once is None else not once
+            compiled = caches.get("grew") if once is None else once  # None: the record does not say
+            fresh = compiled is False
             warm = max(0.0, excess[0] if fresh else min(excess))
             items = sum(float(i["seconds"]) for c in timed for i in c.get("items") or [] if i.get("seconds") is not None)
             # the job's wall when a Snakemake job wrote the probe; else, for bench/sizing_gpu.py's probe process, the
@@ -258,7 +261,11 @@ class Measurements:
             # less the probe's own record (its apparatus: GPU, packages, code), which the job does not make
             apparatus = float(rec.get("apparatus_seconds") or 0.0)
             process = max(0.0, float(wall) - load - items - apparatus) if wall is not None else 0.0
-            how = "first configuration's, no kernel compiled" if fresh else "smallest over configurations"
+            # a probe of one configuration (the LoRA step's) that compiled has no warm configuration to stand in:
+            # its excess holds the machine's one-off compilation, and the forecast says it is high
+            how = ("first configuration's, no kernel compiled" if fresh else "smallest over configurations"
+                   if len(timed) > 1 else "its one configuration's, with one-off kernel compilation: high"
+                   if compiled else "its one configuration's; its record does not say whether it compiled")
             parts = (f"load {load:g} s + warm-up {warm:.3g} s ({how})"
                      + (f" + process {process:.3g} s" if wall is not None else ""))
             return (load + warm + process, float(confs[0]["seconds_per_item"]),
