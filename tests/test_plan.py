@@ -125,3 +125,27 @@ def test_a_plan_on_the_cluster_names_the_partition_of_each_job(tmp_path):
     assert parts["render"] == "partition cpu" and parts["fit"] == "partition cpu", parts
     assert {j["partition"] for j in gen} == {"partition rtx4090"} and all(j["verdict"] == "fits" for j in gen), gen
     assert p["ok"] and p["machine"] == "cluster"
+
+
+def test_the_plan_says_which_forecasts_take_their_warm_up_from_a_probe_that_compiled_and_how_to_measure_a_fresh_one():
+    from fourloops import plan as planmod
+
+    def job(rule, source):
+        return {"rule": rule, "output": f"results/{rule}", "profile": "desk", "verdict": "fits", "seconds": 40.0,
+                "seconds_source": source, "cost_usd": 0.0, "why": "missing output"}
+
+    probe = "measured: probe on desk (NVIDIA GeForce RTX 3090), results/probe/desk/generator.json: load 9 s + warm-up"
+    jobs = [job("generate", f"{probe} 0.001 s (smallest over configurations) + 2 views x 7 s"),
+            job("generate", f"{probe} 0.001 s (smallest over configurations) + 2 views x 7 s"),
+            job("lora_train", f"{probe} 14.4 s (its one configuration's, with one-off kernel compilation: high)"),
+            job("keypoints", f"{probe} 0.7 s (first configuration's, no kernel compiled) + 2 images x 0.04 s"),
+            job("fit", "estimate: models.yaml seconds")]
+    text = planmod.format_plan({"machine": "desk", "jobs": jobs, "pod_bill": None, "refusals": "",
+                                "totals": {"desk": {"jobs": 5, "seconds": 200.0, "cost_usd": 0.0}}})
+    (line,) = [x for x in text.splitlines() if x.startswith("warm-up:")]
+    assert line.startswith("warm-up: the forecasts of generate (2 jobs), lora_train (1 job) take it from a probe"), line
+    assert "`snakemake probe --forcerun probe_model`" in line
+    fresh = [j for j in jobs if j["rule"] in ("keypoints", "fit")]
+    text = planmod.format_plan({"machine": "desk", "jobs": fresh, "pod_bill": None, "refusals": "",
+                                "totals": {"desk": {"jobs": 2, "seconds": 80.0, "cost_usd": 0.0}}})
+    assert "warm-up:" not in text

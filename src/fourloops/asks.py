@@ -273,6 +273,12 @@ class Measurements:
         return None
 
 
+# What a forecast's source says when the probe's warm-up is not a fresh process's: the probe ran in a machine's first
+# process of its model and compiled kernels then, or its record does not say (Measurements.timing). `fourloops plan`
+# then says how to measure a fresh process's: the probe once more on that machine.
+WARMUP_NOT_FRESH = ("(smallest over configurations)", "with one-off kernel compilation", "does not say whether it compiled")
+
+
 def _measured_seconds(measured: Measurements | None, key: str, machine: str, n_items: float, what: str,
                       **match) -> Figure | None:
     found = measured.timing(key, machine, **match) if measured is not None else None

@@ -15,7 +15,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fourloops import machines, podbill, records, refusal, walls
+from fourloops import asks, machines, podbill, records, refusal, walls
 from fourloops.machines import home as home_of
 from fourloops.tables import format_table
 from fourloops.tables import hms as _hms
@@ -225,6 +225,16 @@ def format_plan(plan: dict) -> str:
                   "  fixed per pod: " + ", ".join(f"{c} {idle[c]:.0f} s" for c in ("pull", "ready", "setup", "download"))
                   + f"; transfers {idle['transfer']:.0f} s (repo {bill['repo_mb']:.0f} MB); teardown {idle['teardown']:.0f} s"
                   + "; weights " + ", ".join(f"{m} {gb:.1f} GB" for m, gb in bill["weights_gb"].items())]
+    not_fresh: dict[str, int] = {}
+    for j in plan["jobs"]:
+        if any(mark in j.get("seconds_source", "") for mark in asks.WARMUP_NOT_FRESH):
+            not_fresh[j["rule"]] = not_fresh.get(j["rule"], 0) + 1
+    if not_fresh:
+        lines += ["", "warm-up: the forecasts of " + ", ".join(f"{r} ({n} job{'s' * (n > 1)})" for r, n in
+                                                               sorted(not_fresh.items()))
+                  + " take it from a probe made in a machine's first process of its model, which compiled kernels "
+                  "then (or its record does not say): a floor, or high for a LoRA step. Running the probes once more "
+                  "on that machine (`snakemake probe --forcerun probe_model`) measures a fresh process's."]
     if plan["refusals"]:
         lines += ["", plan["refusals"]]
     return "\n".join(lines)
