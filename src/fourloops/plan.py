@@ -9,7 +9,6 @@ from __future__ import annotations
 
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
-import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field
