@@ -159,6 +159,16 @@ def seed_row(facts: dict, model_name: str, **cfg) -> Figure | None:
 
 
 # ------------------------------------------------------------------------------ measured figures
+# How a forecast's source names the warm-up it took from a probe (Measurements.timing). All but the first are not a
+# fresh process's: the probe ran in a machine's first process of its model and compiled kernels then, or its record
+# does not say; `fourloops plan` then says how to measure a fresh process's (the probe once more on that machine).
+WARMUP_FRESH = "first configuration's, no kernel compiled"
+WARMUP_FLOOR = "smallest over configurations"
+WARMUP_ONE_COMPILED = "its one configuration's, with one-off kernel compilation: high"
+WARMUP_ONE_UNSAID = "its one configuration's; its record does not say whether it compiled"
+WARMUP_NOT_FRESH = (WARMUP_FLOOR, WARMUP_ONE_COMPILED, WARMUP_ONE_UNSAID)
+
+
 @dataclass
 class Measurements:
     """Peak VRAM measured on real machines, by model key: probes first, then earlier jobs' provenance."""
@@ -263,20 +273,13 @@ class Measurements:
             process = max(0.0, float(wall) - load - items - apparatus) if wall is not None else 0.0
             # a probe of one configuration (the LoRA step's) that compiled has no warm configuration to stand in:
             # its excess holds the machine's one-off compilation, and the forecast says it is high
-            how = ("first configuration's, no kernel compiled" if fresh else "smallest over configurations"
-                   if len(timed) > 1 else "its one configuration's, with one-off kernel compilation: high"
-                   if compiled else "its one configuration's; its record does not say whether it compiled")
+            how = (WARMUP_FRESH if fresh else WARMUP_FLOOR if len(timed) > 1
+                   else WARMUP_ONE_COMPILED if compiled else WARMUP_ONE_UNSAID)
             parts = (f"load {load:g} s + warm-up {warm:.3g} s ({how})"
                      + (f" + process {process:.3g} s" if wall is not None else ""))
             return (load + warm + process, float(confs[0]["seconds_per_item"]),
                     f"measured: probe on {machine} ({rec.get('gpu_name') or '?'}), {rec['path']}: {parts}")
         return None
-
-
-# What a forecast's source says when the probe's warm-up is not a fresh process's: the probe ran in a machine's first
-# process of its model and compiled kernels then, or its record does not say (Measurements.timing). `fourloops plan`
-# then says how to measure a fresh process's: the probe once more on that machine.
-WARMUP_NOT_FRESH = ("(smallest over configurations)", "with one-off kernel compilation", "does not say whether it compiled")
 
 
 def _measured_seconds(measured: Measurements | None, key: str, machine: str, n_items: float, what: str,
