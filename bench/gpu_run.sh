@@ -114,7 +114,7 @@ all() {
     # items held that one-off cost, and the plan then forecast each job's warm-up from the smallest first-item
     # excess over a probe's configurations, a floor (the eleventh run: 0.001 s for the generator, whose jobs' first
     # views ran 2.2-6.1 s over their second). The second pass's records say it compiled nothing a later process
-    # finds made (kernel_caches: fourloops.provenance.compiled_once), and fourloops.asks then reads a job's warm-up
+    # finds made (kernel_caches: fourloops.asks.compiled_once), and fourloops.asks then reads a job's warm-up
     # from the first configuration's excess
     say "the component probes once more; the first pass kept apart in probe_warmup/"
     first_pass_apart

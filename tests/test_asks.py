@@ -441,7 +441,7 @@ def test_a_sizing_build_on_the_card_asks_what_the_driver_saw_of_it_on_the_h200(c
 def test_the_warm_up_rule_tells_a_machines_first_probe_pass_from_its_second_on_the_committed_records():
     # the probes run twice on one machine (the thirteenth to fifteenth H200 runs): each first pass compiled what its
     # second found made, and each second pass's Triton cache grew a little all the same
-    from fourloops.provenance import compiled_once
+    from fourloops.asks import compiled_once
 
     def caches(path):
         return json.loads((REPO / "bench" / "results" / path).read_text())["kernel_caches"]

@@ -15,8 +15,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fourloops.provenance import compiled_once
-
 GIB = 2**30
 MIB = 2**20
 
@@ -169,6 +167,21 @@ WARMUP_ONE_UNSAID = "its one configuration's; its record does not say whether it
 WARMUP_NOT_FRESH = (WARMUP_FLOOR, WARMUP_ONE_COMPILED, WARMUP_ONE_UNSAID)
 
 
+def compiled_once(caches: dict) -> bool | None:
+    """Whether a process, by its record's `kernel_caches` (before_kib, after_kib), compiled kernels that a later
+    process on the machine finds made, so that its first item held a one-off cost: CUDA's JIT cache grew (PTX compiled
+    by the driver, once per machine and driver), or a cache was filled from empty (the machine's first process of that
+    compiler). Triton's cache growing from a filled state is not that: every later process of a model wrote some
+    (the fifteenth H200 run's generator probe, run twice: +100 KiB the second time, as on the fourteenth run's machine,
+    +190 KiB, with the CUDA JIT cache unchanged; the twelfth run's second LoRA process, +584 KiB), and jobs pay it
+    as the probe did. None when the record holds no sizes (then its `grew` alone says)."""
+    before, after = caches.get("before_kib"), caches.get("after_kib")
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return None
+    return (after.get("cuda_jit", 0.0) > before.get("cuda_jit", 0.0)
+            or any(before.get(k, 0.0) == 0 < after[k] for k in after))
+
+
 @dataclass
 class Measurements:
     """Peak VRAM measured on real machines, by model key: probes first, then earlier jobs' provenance."""
@@ -241,7 +254,7 @@ class Measurements:
         and the seconds the probe took to make its own record's apparatus), when known.
         The warm-up: a job is a fresh process, as the probe's first configuration was, so that configuration's
         first-item excess, when the probe compiled nothing that a later process finds made (`kernel_caches`:
-        fourloops.provenance.compiled_once false; for a record with no cache sizes, `grew` false). Where it did,
+        compiled_once false; for a record with no cache sizes, `grew` false). Where it did,
         or a record does not say, that excess held the machine's one-off compilation too, and the smallest
         first-item excess over the probe's configurations stands in (the later ones ran warm in the same process:
         a floor; the H200 run of 2026-12-02 saw 11.9 s on the generator probe's first item, a machine's first

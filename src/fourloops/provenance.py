@@ -159,21 +159,6 @@ def kernel_caches_kib(environ=os.environ) -> dict:
     return out
 
 
-def compiled_once(caches: dict) -> bool | None:
-    """Whether a process, by its record's `kernel_caches` (before_kib, after_kib), compiled kernels that a later
-    process on the machine finds made, so that its first item held a one-off cost: CUDA's JIT cache grew (PTX compiled
-    by the driver, once per machine and driver), or a cache was filled from empty (the machine's first process of that
-    compiler). Triton's cache growing from a filled state is not that: every later process of a model wrote some
-    (the fifteenth H200 run's generator probe, run twice: +100 KiB the second time, as on the fourteenth run's machine,
-    +190 KiB, with the CUDA JIT cache unchanged; the twelfth run's second LoRA process, +584 KiB), and jobs pay it
-    as the probe did. None when the record holds no sizes (then its `grew` alone says)."""
-    before, after = caches.get("before_kib"), caches.get("after_kib")
-    if not isinstance(before, dict) or not isinstance(after, dict):
-        return None
-    return (after.get("cuda_jit", 0.0) > before.get("cuda_jit", 0.0)
-            or any(before.get(k, 0.0) == 0 < after[k] for k in after))
-
-
 def file_entries(paths) -> list[dict]:
     out = []
     for p in paths:
