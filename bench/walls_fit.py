@@ -746,14 +746,17 @@ def _expandable_folders() -> tuple[Path, ...]:
         f for run in EXPANDABLE_JUDGED for f in run["heldout"])
 
 
-def rank_lines() -> list[str]:
+def rank_lines(default_rows: list[dict] | None = None) -> list[str]:
     """The LoRA's rank term (`lora_gib_per_rank`, fitted on the default allocator's pairs of ranks: today the one pair
     its records hold, 8 and 32 at 512 px) against every resolution measured at two ranks, under either allocator. Where the two ranks
     ran under different allocators, the allocated peaks are first put on one footing (expandable segments) by the
-    allocators' offset at the configurations both measured, which are not the pairs judged."""
+    allocators' offset at the configurations both measured, which are not the pairs judged. `default_rows`: rows(),
+    when the caller has read them already."""
     per_rank = _facts()["models"]["omnigen2"]["lora_gib_per_rank"]
     peak: dict[str, dict[tuple, float]] = {"default": {}, "expandable": {}}
-    for allocator, rs in (("default", rows()), ("expandable", probe_rows(_expandable_folders(), allocator="expandable"))):
+    default_rows = rows() if default_rows is None else default_rows
+    for allocator, rs in (("default", default_rows),
+                          ("expandable", probe_rows(_expandable_folders(), allocator="expandable"))):
         for r in rs:
             if r["component"] == "lora_step":
                 c = r["config"]
@@ -864,7 +867,7 @@ def table() -> str:
             lines.append("- held-out configurations: none recorded yet")
     lines += expandable_lines()
     lines += judged_lines()
-    lines += rank_lines()
+    lines += rank_lines(all_rows)
     lines += ["", "## The walls' form against a bounded slack, each fitted on the records before a run", "",
               "The fifth run's records showed the pool's slack growing slower than a pass's activations (the detector "
               "0.23 GiB of slack at 0.76 GiB of activations, 0.44 at 2.89), so the linear form over-asks large passes. "

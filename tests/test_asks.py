@@ -506,8 +506,7 @@ def test_a_probe_times_a_job_with_its_load_its_first_items_warm_up_and_its_proce
                                  "configurations": one["configurations"][1:]}))
     got = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")[2]
     assert "warm-up 0.5 s (its one configuration's; its record does not say whether it compiled)" in got, got
-    probe.write_text(json.dumps(one))
-    probe.write_text(json.dumps({k: v for k, v in json.loads(probe.read_text()).items() if k != "kernel_caches"}))
+    probe.write_text(json.dumps({k: v for k, v in one.items() if k != "kernel_caches"}))
     prov.unlink()  # without the probe job's record: no process term, and no guess for it
     once, _, source = asks.Measurements.load(tmp_path, measured_key).timing("detector/x", "h200")
     assert once == 10.5 and "process" not in source

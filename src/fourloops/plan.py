@@ -11,6 +11,7 @@ LINEAGE = False  # where and whether a job runs, never what it writes: not in an
 
 import os
 import sys
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -224,10 +225,8 @@ def format_plan(plan: dict) -> str:
                   "  fixed per pod: " + ", ".join(f"{c} {idle[c]:.0f} s" for c in ("pull", "ready", "setup", "download"))
                   + f"; transfers {idle['transfer']:.0f} s (repo {bill['repo_mb']:.0f} MB); teardown {idle['teardown']:.0f} s"
                   + "; weights " + ", ".join(f"{m} {gb:.1f} GB" for m, gb in bill["weights_gb"].items())]
-    not_fresh: dict[str, int] = {}
-    for j in plan["jobs"]:
-        if any(mark in j.get("seconds_source", "") for mark in asks.WARMUP_NOT_FRESH):
-            not_fresh[j["rule"]] = not_fresh.get(j["rule"], 0) + 1
+    not_fresh = Counter(j["rule"] for j in plan["jobs"]
+                        if any(mark in j.get("seconds_source", "") for mark in asks.WARMUP_NOT_FRESH))
     if not_fresh:
         lines += ["", "warm-up: the forecasts of " + ", ".join(f"{r} ({n} job{'s' * (n > 1)})" for r, n in
                                                                sorted(not_fresh.items()))
