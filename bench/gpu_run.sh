@@ -212,14 +212,16 @@ repeat() {  # the ladder's generator and keypoints jobs once more, forced, on th
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-04, seventeenth run, under torch's
-  # DEFAULT allocator, the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed
-  # then, bench/walls_fit.py HELDOUT_RUNS; no default-allocator run has been judged since the eighth, which the
-  # process_overhead facts were refit on; memory: few steps and items, each in its own process): OmniGen2 bf16 at
-  # 1024 px with 3 references (no record at 1024 px with more than 2) and a LoRA step at 960 px rank 4; NF4 at 960 px
-  # with 2 references (none between 896 and 1024) and a LoRA step at 640 px rank 64 (the rank term away from where it
-  # was fitted); bf16 at 704 px with 1 reference and a LoRA step at 320 px rank 64 (the training context's
-  # small-resolution step, 1.79 GiB below 384 px, at a rank none of its records had).
+heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-04, after the eighteenth run, under
+  # torch's DEFAULT allocator, the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as
+  # committed then, bench/walls_fit.py HELDOUT_RUNS; the refit on the eighteenth's records judged; memory: few steps
+  # and items, each in its own process): OmniGen2 bf16 at 576 px with 2 references (no bf16 record at 576 px: the
+  # table read between 512 and 640) and a LoRA step at 288 px rank 8 (below the context step at 384 px, between the
+  # table's 256 and 384); NF4 at 704 px with 3 references (no default-allocator NF4 record at 704 px) and a LoRA step
+  # at 832 px rank 64 (the refit rank term, 0.0027, at a rank 832 px never had); bf16 at 1024 px with 1 reference (the
+  # 1024 px entry raised to 2.71 for 3 references) and a LoRA step at 576 px rank 32.
+  # The eighteenth run's (chosen for the seventeenth, in d2eb350): 1024 (bf16, 3 references) and 960 (nf4, 2), 704
+  # (bf16, 1), LoRA 960 r4, 640 r64 and 320 r64.
   # The fourteenth run's (expandable segments) were 1024 (nf4, 1 reference) and 832 (bf16, 3), LoRA 768 r64 and 1024 r4.
   # The thirteenth run's were 1024 (bf16, 1 reference) and 768 (nf4, 2), LoRA 512 r4 and r64; the eleventh run's 640
   # (bf16, 2 references) and 576 (nf4, 1), the scorer at 640 and 576, the detector at 16
@@ -234,12 +236,12 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --references 3 --omnigen2-precisions bf16 \
-    --lora-steps bf16:precomputed:960:4
-  python3 bench/sizing_gpu.py "${common[@]}" --size 960 --items 1 --references 2 --omnigen2-precisions nf4 \
-    --lora-steps bf16:precomputed:640:64
-  python3 bench/sizing_gpu.py "${common[@]}" --size 704 --items 1 --references 1 --omnigen2-precisions bf16 \
-    --lora-steps bf16:precomputed:320:64
+  python3 bench/sizing_gpu.py "${common[@]}" --size 576 --items 1 --references 2 --omnigen2-precisions bf16 \
+    --lora-steps bf16:precomputed:288:8
+  python3 bench/sizing_gpu.py "${common[@]}" --size 704 --items 1 --references 3 --omnigen2-precisions nf4 \
+    --lora-steps bf16:precomputed:832:64
+  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --references 1 --omnigen2-precisions bf16 \
+    --lora-steps bf16:precomputed:576:32
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed

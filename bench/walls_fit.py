@@ -404,6 +404,7 @@ _RUN5 = RESULTS / "gpu-run-h200-2026-12-02-run5"
 _RUN6 = RESULTS / "gpu-run-h200-2026-12-02-run6"
 _RUN7 = RESULTS / "gpu-run-h200-2026-12-03-run7"
 _RUN8 = RESULTS / "gpu-run-h200-2026-12-03-run8"
+_RUN18 = RESULTS / "gpu-run-h200-2026-12-04-run18"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -435,6 +436,14 @@ HELDOUT_RUNS = (
      "models_before": _RUN8 / "models-before.yaml",
      "before": "fitted on every record of the seven runs before it, the seventh run's held-out probes' activations "
                "in its tables, in-sample there"},
+    # the first default-allocator probes since the eighth (chosen in d2eb350; the seventeenth run's machine judged the
+    # warm-up instead, so they ran as the eighteenth): no DAG, only the held-out probes after OmniGen2's sizing build
+    {"name": "eighteenth", "run": _RUN18, "commit": "d6e233a",
+     "folders": (_RUN18 / "heldout" / "records",),
+     "models_before": _RUN18 / "models-before.yaml",
+     "before": "its default-allocator overheads fitted on every default-allocator record of the runs before it (the "
+               "eighth's held-out probes the last), its training step and rank terms on the expandable runs' too, "
+               "in-sample there"},
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh
