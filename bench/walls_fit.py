@@ -405,6 +405,7 @@ _RUN6 = RESULTS / "gpu-run-h200-2026-12-02-run6"
 _RUN7 = RESULTS / "gpu-run-h200-2026-12-03-run7"
 _RUN8 = RESULTS / "gpu-run-h200-2026-12-03-run8"
 _RUN18 = RESULTS / "gpu-run-h200-2026-12-04-run18"
+_RUN19 = RESULTS / "gpu-run-h200-2026-12-04-run19"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -444,6 +445,12 @@ HELDOUT_RUNS = (
      "before": "its default-allocator overheads fitted on every default-allocator record of the runs before it (the "
                "eighth's held-out probes the last), its training step and rank terms on the expandable runs' too, "
                "in-sample there"},
+    # the refit on the eighteenth's records judged at once, on the same session's device minutes (chosen in 2612e86)
+    {"name": "nineteenth", "run": _RUN19, "commit": "2612e86",
+     "folders": (_RUN19 / "heldout" / "records",),
+     "models_before": _RUN19 / "models-before.yaml",
+     "before": "refit on every default-allocator record of the runs before it, the eighteenth's held-out probes "
+               "included, in-sample there"},
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh

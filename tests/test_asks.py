@@ -244,7 +244,7 @@ def test_under_expandable_segments_the_walls_ask_at_or_over_the_driver_and_below
     assert asks.generator_ask(exp, gen).vram.value < run8_d["nvml_peak_gib"] < asks.generator_ask(FACTS, gen).vram.value
 
 
-@pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth", "seventh", "eighth", "eighteenth"])
+@pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth", "seventh", "eighth", "eighteenth", "nineteenth"])
 def test_the_held_out_probes_are_judged_by_facts_fitted_without_them_and_each_is_in_the_table(walls_fit, name):
     # each GPU run's held-out probes: the facts it was asked with (models-before.yaml, its commit's models.yaml)
     # are what the fit gives from the records before it alone, and none of its probes is one of those
