@@ -338,6 +338,10 @@ collect() {  # what comes back: records, logs, benchmarks, tables (no images, no
 
 start() {
   mkdir -p "$RUN"; rm -f "$RUN/done"
+  # a token in the run's working directory, kept apart too: `wait` tells a sizing/ that a later call's carry replaced
+  # (2026-12-04, the seventeenth run: a poll call that carried sizing took the working directory from under its last
+  # job, whose script was gone, and every later step read this machine's files)
+  mkdir -p sizing && date +%s%N | tee "$RUN/sizing.token" > sizing/.gpu_run_token
   setsid nohup bash "$0" all > "$RUN/log" 2>&1 < /dev/null &
   echo "started $!"
 }
@@ -347,6 +351,13 @@ wait_run() {  # print the log while it grows, until done or $1 seconds; then cop
   # no run on this machine (the machine was given back between two calls, and this one is fresh): say so at once
   # instead of polling a log that will never come (the thirteenth run lost 9 device minutes so)
   [ -f "$RUN/log" ] || { echo "NO RUN HERE: $RUN/log is missing (a fresh machine?)"; return 3; }
+  # the run's working directory replaced by this call's carry: its jobs lost their files, and what `collect` would
+  # read is this call's copy, not the run's. Say so and bring back the log alone
+  if [ -f "$RUN/sizing.token" ] && ! cmp -s "$RUN/sizing.token" sizing/.gpu_run_token; then
+    echo "SIZING REPLACED: this call carried sizing/ over the run's working directory (carry .wheels and .carry only"
+    echo "after the first call); the run is broken from here: start it again on a fresh machine"
+    [ -n "${OUT:-}" ] && cp "$RUN/log" "$OUT"/ 2>/dev/null; return 4
+  fi
   # every minute, what the jobs wrote so far goes to $OUT as well: a call cut off before its `wait` ends (2026-12-04,
   # the sixteenth run: the session's device seconds ran out 325 s in, under a wait of 578) still brings back what a
   # killed command leaves under $OUT
