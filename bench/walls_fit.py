@@ -16,11 +16,11 @@ activations_reserve) = the smallest linear envelope (least total slack, scipy's 
 reserved - allocated (NVML - allocated - context where a record has no pool figure), each rounded up (a wall errs
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
-Held out (HELDOUT_RUNS): each of the third to eighth runs' probes, chosen before it, against the facts that run was
-asked with (its models-before.yaml: config/models.yaml at cc2b805, fitted on the probes of the two runs before, whose
-fit had not read the DAG jobs' provenance, which is why two of the third run's DAG jobs were asked below the driver;
-and at 9243add, 1bc17aa, f3e6bd9, 1066dd3 and 7127267, each fitted on every record of the runs before the fourth
-to eighth).
+Held out (HELDOUT_RUNS): each of the third to eighth, the eighteenth and the nineteenth runs' probes (the default
+allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
+at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
+two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
+d6e233a and 2612e86, each fitted on every default-allocator record of the runs before it).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
