@@ -443,8 +443,8 @@ HELDOUT_RUNS = (
      "folders": (_RUN18 / "heldout" / "records",),
      "models_before": _RUN18 / "models-before.yaml",
      "before": "its default-allocator overheads fitted on every default-allocator record of the runs before it (the "
-               "eighth's held-out probes the last), its training step and rank terms on the expandable runs' too, "
-               "in-sample there"},
+               "eighth's held-out probes the last), the training context's step at 384 px read from both allocators' "
+               "records, in-sample there"},
     # the refit on the eighteenth's records judged at once, on the same session's device minutes (chosen in 2612e86)
     {"name": "nineteenth", "run": _RUN19, "commit": "2612e86",
      "folders": (_RUN19 / "heldout" / "records",),
