@@ -212,14 +212,14 @@ repeat() {  # the ladder's generator and keypoints jobs once more, forced, on th
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-04, after the nineteenth run, under
-  # torch's DEFAULT allocator, the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as
-  # committed then, bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2
-  # bf16 at 896 px with 3 references (the table's 896 px entry was measured with 2, as 1024 px's was before the
-  # eighteenth run put it below the driver) and a LoRA step at 352 px rank 32 (below the context step at 384 px, at a
-  # rank no step under 384 px had under this allocator); NF4 at 832 px with 3 references (no NF4 record at 832 px) and
-  # a LoRA step at 704 px rank 64; bf16 at 768 px with 1 reference and a LoRA step at 1024 px rank 32.
-  # The nineteenth run's (chosen in 2612e86): 576 (bf16, 2 references), 704 (nf4, 3), 1024 (bf16, 1), LoRA 288 r8,
+heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-04, under torch's DEFAULT allocator,
+  # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
+  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 bf16 at 768 px
+  # with 1 reference and a LoRA step at 1024 px rank 32 (chosen in 5842530; the twentieth run's call ended before
+  # them); OmniGen2 bf16 at 832 px with 3 references (the table's 832 px entry, 1.89, is 2 references' x 1.03, assumed
+  # after the twentieth run) and a LoRA step at 416 px rank 64 (chosen after the twentieth run).
+  # The twentieth run's (chosen in 5842530): 896 (bf16, 3 references), 832 (nf4, 3), LoRA 352 r32 and 704 r64. The
+  # nineteenth run's (chosen in 2612e86): 576 (bf16, 2 references), 704 (nf4, 3), 1024 (bf16, 1), LoRA 288 r8,
   # 832 r64 and 576 r32. The eighteenth run's (chosen for the seventeenth, in d2eb350): 1024 (bf16, 3 references) and
   # 960 (nf4, 2), 704 (bf16, 1), LoRA 960 r4, 640 r64 and 320 r64.
   # The fourteenth run's (expandable segments) were 1024 (nf4, 1 reference) and 832 (bf16, 3), LoRA 768 r64 and 1024 r4.
@@ -236,12 +236,10 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 896 --items 1 --references 3 --omnigen2-precisions bf16 \
-    --lora-steps bf16:precomputed:352:32
-  python3 bench/sizing_gpu.py "${common[@]}" --size 832 --items 1 --references 3 --omnigen2-precisions nf4 \
-    --lora-steps bf16:precomputed:704:64
   python3 bench/sizing_gpu.py "${common[@]}" --size 768 --items 1 --references 1 --omnigen2-precisions bf16 \
     --lora-steps bf16:precomputed:1024:32
+  python3 bench/sizing_gpu.py "${common[@]}" --size 832 --items 1 --references 3 --omnigen2-precisions bf16 \
+    --lora-steps bf16:precomputed:416:64
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed

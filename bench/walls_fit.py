@@ -16,11 +16,11 @@ activations_reserve) = the smallest linear envelope (least total slack, scipy's 
 reserved - allocated (NVML - allocated - context where a record has no pool figure), each rounded up (a wall errs
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
-Held out (HELDOUT_RUNS): each of the third to eighth, the eighteenth and the nineteenth runs' probes (the default
+Held out (HELDOUT_RUNS): each of the third to eighth and the eighteenth to twentieth runs' probes (the default
 allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
 at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
 two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
-d6e233a and 2612e86, each fitted on every default-allocator record of the runs before it).
+d6e233a, 2612e86 and 3f9d288, each fitted on every default-allocator record of the runs before it).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
@@ -406,6 +406,7 @@ _RUN7 = RESULTS / "gpu-run-h200-2026-12-03-run7"
 _RUN8 = RESULTS / "gpu-run-h200-2026-12-03-run8"
 _RUN18 = RESULTS / "gpu-run-h200-2026-12-04-run18"
 _RUN19 = RESULTS / "gpu-run-h200-2026-12-04-run19"
+_RUN20 = RESULTS / "gpu-run-h200-2026-12-04-run20"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -450,6 +451,12 @@ HELDOUT_RUNS = (
      "folders": (_RUN19 / "heldout" / "records",),
      "models_before": _RUN19 / "models-before.yaml",
      "before": "refit on every default-allocator record of the runs before it, the eighteenth's held-out probes "
+               "included, in-sample there"},
+    # the session's last 328 device seconds (chosen in 5842530): 4 of its 6 configurations ran before the call's limit
+    {"name": "twentieth", "run": _RUN20, "commit": "3f9d288",
+     "folders": (_RUN20 / "heldout" / "records",),
+     "models_before": _RUN20 / "models-before.yaml",
+     "before": "refit on every default-allocator record of the runs before it, the nineteenth's held-out probes "
                "included, in-sample there"},
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
