@@ -97,7 +97,30 @@ def real_params(**scorer) -> dict:
     s = {"base": "Qwen/Qwen3-VL-8B-Instruct", "base_revision": None, "adapter": "EditScore/EditScore-Qwen3-VL-8B-Instruct",
          "adapter_revision": None, "precision": "nf4", "device": "cuda", "decoding": "greedy", "temperature": 0.7,
          "max_new_tokens": 512} | scorer
-    return {"job": {"style": "ink", "azimuths": [0, 90, 180, 270], "scorer": s, "num_pass": 1, "model_set": "real"}}
+    return {"job": {"style": "ink", "instruction": "Redraw it in ink.", "azimuths": [0, 90, 180, 270], "scorer": s,
+                    "num_pass": 1, "model_set": "real"}}
+
+
+def test_the_scorers_prompt_is_qwens_own_token_count_and_an_instruction_adds_at_most_a_token_a_byte():
+    """models.yaml's prompt_tokens is the committed count (bench/sizing_tokens.py: Qwen's BPE and the sizing set's
+    tokenizer, the larger, on EditScore's SC question as the scorer's processor makes it); with each counted
+    instruction's bytes added it is at or above both counts, and a longer instruction asks more."""
+    record = json.loads((REPO / "bench" / "results" / "sizing-tokens-2026-12-04.json").read_text())
+    model = FACTS["models"]["qwen3_vl_8b"]
+    rows = [r for r in record["scorer_questions"] if r["question"] == "SC"]
+    bare, = [r for r in rows if r["instruction"] == ""]
+    assert (max(bare["real_tokens"], bare["sizing_tokens"]), bare["images"], bare["image_size"]) == (
+        model["prompt_tokens"], model["prompt_images"], model["prompt_image_size"])
+    assert model["instruction_tokens_per_byte"] == 1
+    assert len(rows) > 1
+    for r in rows:  # the instruction's bytes bound its tokens both ways
+        assert model["prompt_tokens"] + r["instruction_bytes"] >= max(r["real_tokens"], r["sizing_tokens"]), r
+    short, long = (stage_for("grades").ask_for(AskContext(FACTS), {"style": "ink"}, {"job": {**real_params()["job"],
+                   "instruction": text}}) for text in ("Ink.", "Ink. " * 200))
+    per = model["activations_gib_per_prompt_token"]
+    assert long.vram.value - short.vram.value >= 996 * per  # 1000 - 4 bytes, through the walls' reserves (>= 1)
+    unknown = asks.scorer_ask(FACTS, real_params()["job"]["scorer"])  # a probe's or a lever's: no instruction known
+    assert "instruction 1024 bytes (the longest allowed)" in unknown.vram.source
 
 
 def test_a_real_run_names_the_unpinned_revisions_bitsandbytes_and_cuda():
@@ -126,13 +149,14 @@ def test_nf4_is_the_cuda_path_only():
 
 @pytest.mark.parametrize("precision, weights", [("nf4", 6.453), ("bf16", 16.505)])
 def test_the_scorer_asks_its_measured_weights_and_the_grading_prompt_through_the_walls(precision, weights):
-    # the pass grows with EditScore's SC prompt (2110 tokens); NF4 and bf16 processes keep different overheads
+    # the pass grows with EditScore's SC question and the job's instruction in it, at most a token a byte (17 bytes);
+    # NF4 and bf16 processes keep different overheads
     model = FACTS["models"]["qwen3_vl_8b"]
-    peak = weights + model["prompt_tokens"] * model["activations_gib_per_prompt_token"]
+    peak = weights + (model["prompt_tokens"] + 17) * model["activations_gib_per_prompt_token"]
     gib = driver_sees(peak, asks.weights_gib(FACTS, "qwen3_vl_8b", precision), "scorer")
     ask = stage_for("grades").ask_for(AskContext(FACTS), {"style": "ink"}, real_params(precision=precision))
     assert ask.vram.value == pytest.approx(gib) and ask.devices == ("cuda",) and ask.model == "qwen3_vl_8b"
-    assert "measured" in ask.vram.source
+    assert "measured" in ask.vram.source and "instruction 17 bytes" in ask.vram.source
     assert ask.seconds.value == pytest.approx(60 + 4 * 36)
     smoke = stage_for("grades").ask_for(AskContext(FACTS), {}, {"job": {"model_set": "smoke"}})
     assert smoke.vram.value == 0.0 and smoke.devices == ()
@@ -140,14 +164,14 @@ def test_the_scorer_asks_its_measured_weights_and_the_grading_prompt_through_the
 
 def test_the_scorers_estimate_grows_with_the_graded_images_visual_tokens():
     # Qwen3-VL: one visual token per 32 x 32 pixels (patch 16, merge 2); the SC prompt's two images at 768 px are
-    # 2 x (24^2 - 16^2) = 640 tokens more than at 512, 2750 in all
+    # 2 x (24^2 - 16^2) = 640 tokens more than at 512: 869 + 640, and no instruction known, 1024 bytes: 2533 in all
     model = FACTS["models"]["qwen3_vl_8b"]
     scorer = real_params(precision="nf4")["job"]["scorer"]
     at = {size: asks.scorer_ask(FACTS, {**scorer, "image_size": size}) for size in (512, 768)}
     reserve, per_act, _ = asks.overhead(FACTS, "scorer")
     grown = 640 * model["activations_gib_per_prompt_token"] * (1 + reserve + per_act)
     assert at[768].vram.value - at[512].vram.value == pytest.approx(grown)
-    assert "2750 prompt tokens (768 px images)" in at[768].vram.source
+    assert "2533 prompt tokens (768 px images, instruction 1024 bytes (the longest allowed))" in at[768].vram.source
     # the H200's NF4 process grading 768 px images (2026-12-02, third run): the ask is above what the driver saw
     seen = json.loads((REPO / "bench/results/gpu-run-h200-2026-12-02-run3/heldout/scorer-qwen3_vl_8b-nf4.json").read_text())
     assert seen["resolution"] == 768 and at[768].vram.value >= seen["peak_nvml_process_gib"]
@@ -164,8 +188,8 @@ def test_the_scorers_estimate_grows_with_the_graded_images_visual_tokens():
     params = get_grades_params(config, SimpleNamespace(style="ink"))
     assert params["scorer"]["image_size"] == 768
     job = stage_for("grades").ask_for(AskContext(FACTS), {"style": "ink"}, {"job": {**params, "model_set": "real"}})
-    assert job.vram.value == pytest.approx(asks.scorer_ask(FACTS, params["scorer"]).vram.value)
-    assert "(768 px images)" in job.vram.source
+    assert job.vram.value == pytest.approx(asks.scorer_ask(FACTS, params["scorer"], instruction="ink").vram.value)
+    assert "(768 px images, instruction 3 bytes)" in job.vram.source
 
 
 # ----------------------------------------------------------------------------- the gate

@@ -475,9 +475,10 @@ def detector_ask(
 
 def scorer_ask(
     facts: dict, scorer: dict, *, n_views: int = 1, num_pass: int = 1, measured: Measurements | None = None,
-    machine: str = "desk",
+    machine: str = "desk", instruction: str | None = None,
 ) -> Ask:
-    """One grades job: the Qwen3-VL-8B scorer (the LoRA adapter's few MB not counted) at its precision."""
+    """One grades job: the Qwen3-VL-8B scorer (the LoRA adapter's few MB not counted) at its precision.
+    `instruction`: the job's edit instruction, which EditScore's SC question quotes (None: the longest allowed)."""
     name = "qwen3_vl_8b"
     model = facts["models"][name]
     precision = scorer["precision"]
@@ -492,6 +493,14 @@ def scorer_ask(
                 at = int(model.get("prompt_image_size", 512))
                 tokens = int(tokens) + int(model.get("prompt_images", 2)) * ((size // int(per_px)) ** 2
                                                                              - (at // int(per_px)) ** 2)
+            said = ""
+            per_byte = model.get("instruction_tokens_per_byte")
+            if per_byte is not None:  # prompt_tokens is the question without its instruction: add the job's
+                from fourloops.config import MAX_INSTRUCTION_BYTES
+
+                n_bytes = MAX_INSTRUCTION_BYTES if instruction is None else len(str(instruction).encode("utf-8"))
+                tokens = int(tokens) + math.ceil(n_bytes * float(per_byte))
+                said = f", instruction {n_bytes} bytes" + (" (the longest allowed)" if instruction is None else "")
             rows = [r for r in model.get("measured") or [] if r.get("mode") == "weights"
                     and r.get("precision") == precision and not r.get("resident")]
             if rows:
@@ -501,7 +510,7 @@ def scorer_ask(
                 gib = estimate_vram_gib(facts, name, mode="weights", precision=precision)[0]
                 weights = Figure(gib, f"estimate: weights ({precision}) {gib:.2f}")
             return Figure(weights.value + tokens * per_token,
-                          f"{weights.source} + {tokens} prompt tokens ({size} px images) x {per_token:g} GiB "
+                          f"{weights.source} + {tokens} prompt tokens ({size} px images{said}) x {per_token:g} GiB "
                           f"(models.yaml)")
         row = seed_row(facts, name, precision=precision, resolution=512)
         if row is not None:

@@ -297,10 +297,20 @@ def scorer_texts() -> tuple[list[str], str]:
         return [], f"the editscore package is not importable here ({exc}): trained on the given texts only"
 
 
+def scorer_processor(tok):
+    """The scorer's processor around tokenizer `tok`: Qwen3-VL-8B-Instruct's image settings, Qwen's chat layout."""
+    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
+
+    # Qwen3-VL-8B-Instruct preprocessor_config.json: 16 px patches, 2x2 merge, mean/std 0.5
+    images = Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2, image_mean=[0.5] * 3,
+                                   image_std=[0.5] * 3, min_pixels=65536, max_pixels=16777216)
+    return Qwen3VLProcessor(image_processor=images, tokenizer=tok, video_processor=Qwen3VLVideoProcessor(),
+                            chat_template=CHAT_TEMPLATE)
+
+
 def _scorer(out: Path, device: str, texts: list[str], arch_dir) -> dict:
     import torch
     from peft import LoraConfig, get_peft_model
-    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
     base = instantiate("qwen3_vl_8b", device, arch_dir=arch_dir)
     base.generation_config.eos_token_id = TOKEN_IDS["<|im_end|>"]
@@ -308,11 +318,7 @@ def _scorer(out: Path, device: str, texts: list[str], arch_dir) -> dict:
     extra, where = scorer_texts()
     tok = sized_tokenizer(list(texts) + extra)
     _fits(tok, base, "scorer base")
-    # Qwen3-VL-8B-Instruct preprocessor_config.json: 16 px patches, 2x2 merge, mean/std 0.5
-    images = Qwen2VLImageProcessor(patch_size=16, merge_size=2, temporal_patch_size=2, image_mean=[0.5] * 3,
-                                   image_std=[0.5] * 3, min_pixels=65536, max_pixels=16777216)
-    processor = Qwen3VLProcessor(image_processor=images, tokenizer=tok, video_processor=Qwen3VLVideoProcessor(),
-                                 chat_template=CHAT_TEMPLATE)
+    processor = scorer_processor(tok)
     adapter = architecture("editscore_adapter", arch_dir)
     _sync(device)
     t0 = time.perf_counter()

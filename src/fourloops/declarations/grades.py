@@ -16,7 +16,7 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
     if job["model_set"] == "smoke":  # the tiny scorer on the CPU
         return asks.stage_ask(ctx.facts, "smoke_grades")
     return asks.scorer_ask(ctx.facts, job["scorer"], n_views=len(job["azimuths"]), num_pass=int(job["num_pass"]),
-                           measured=ctx.measured, machine=ctx.machine)
+                           measured=ctx.measured, machine=ctx.machine, instruction=job.get("instruction"))
 
 
 def scorer_needs(s: dict, rule: str) -> list:
