@@ -92,6 +92,11 @@ def test_a_probe_beats_provenance_beats_the_estimate(tmp_path):
     prov.write_text(json.dumps({"rule": "generate", "params": {"job": {"generator": GEN}}, "peak_vram_gib": 15.1}))
     ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path, measured_key))
     assert ask.vram.value == pytest.approx(driver_sees(15.1, OMNIGEN2_BF16)) and "provenance" in ask.vram.source
+    # a later record of the same key with a smaller pass (fewer references, a restyle's one) does not lower it
+    prov.with_name("B.json").write_text(json.dumps({"rule": "generate", "params": {"job": {"generator": GEN}},
+                                                    "peak_vram_gib": 14.0}))
+    ask = asks.generator_ask(FACTS, GEN, measured=asks.Measurements.load(tmp_path, measured_key))
+    assert ask.vram.value == pytest.approx(driver_sees(15.1, OMNIGEN2_BF16)) and "A.json" in ask.vram.source
     probe = tmp_path / "results" / "probe" / "desk" / "generator.json"
     probe.parent.mkdir(parents=True)
     probe.write_text(json.dumps({"key": asks.generator_key(GEN), "peak_vram_gib": 14.2, "machine_name": "desk",

@@ -192,6 +192,24 @@ def test_the_scorers_estimate_grows_with_the_graded_images_visual_tokens():
     assert "(768 px images, instruction 3 bytes)" in job.vram.source
 
 
+def test_a_probe_of_smaller_images_is_a_floor_for_a_grades_job_of_larger_ones_never_its_ceiling():
+    # the scorer's key names no image size: the H200's NF4 probe grading 512 px images (fifth run, 2026-12-02) must not
+    # set the wall of a job grading 896 px ones, which the sixth run's held-out probe saw the driver hold 8.475 GiB for
+    run = REPO / "bench" / "results"
+    probe_path = run / "gpu-run-h200-2026-12-02-run5/sizing/results/probe/h200/scorer.json"
+    probe = json.loads(probe_path.read_text())
+    seen = json.loads((run / "gpu-run-h200-2026-12-02-run6/heldout/records/scorer-qwen3_vl_8b-nf4.json").read_text())
+    assert (probe["resolution"], seen["resolution"], seen["precision"]) == (512, 896, "nf4")
+    measured = asks.Measurements(probes={probe["key"]: [{**probe, "path": str(probe_path)}]})
+    scorer = real_params(precision="nf4")["job"]["scorer"]
+    instruction = "Repaint this image as a loose watercolor painting."
+    at = {size: asks.scorer_ask(FACTS, {**scorer, "image_size": size}, measured=measured, machine="h200",
+                                instruction=instruction) for size in (512, 896)}
+    assert at[896].vram.value >= seen["peak_nvml_process_gib"] > at[512].vram.value
+    assert "measured of another question" in at[896].vram.source
+    assert at[512].vram.source.startswith("measured: probe on h200")  # its own question: the measurement stands
+
+
 # ----------------------------------------------------------------------------- the gate
 def test_an_nf4_grade_table_is_refused_as_a_corpus_unless_allowed_and_then_its_manifest_says_nf4(tmp_path):
     from test_gate import Work, corpus, rules_broken

@@ -184,7 +184,8 @@ def compiled_once(caches: dict) -> bool | None:
 
 @dataclass
 class Measurements:
-    """Peak VRAM measured on real machines, by model key: probes first, then earlier jobs' provenance."""
+    """Peak VRAM measured on real machines, by model key: probes first, then earlier jobs' provenance (the largest
+    of a key's: its jobs differ in what the key does not name, e.g. a generator's references)."""
 
     probes: dict[str, list[dict]] = field(default_factory=dict)
     history: dict[str, Figure] = field(default_factory=dict)
@@ -212,7 +213,7 @@ class Measurements:
         for record in index.records:
             peak = record.data.get("peak_vram_gib")
             key = measures(record.rule, record.data) if peak is not None else None
-            if key:
+            if key and (key not in out.history or float(peak) > out.history[key].value):  # the largest pass of the key
                 where = root / record.path
                 out.history[key] = Figure(float(peak), f"measured: provenance {where} ({record.data.get('started', '?')})")
             if key:
@@ -518,8 +519,15 @@ def scorer_ask(
         gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=512)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
-    vram, devices = _card(facts, measured, machine, scorer["device"], scorer_key(scorer), name, estimate,
-                          weights_gib(facts, name, precision), process_kind("scorer", precision))
+    kind, resident = process_kind("scorer", precision), weights_gib(facts, name, precision)
+    vram, devices = _card(facts, measured, machine, scorer["device"], scorer_key(scorer), name, estimate, resident, kind)
+    if devices and measured is not None and measured.peak(scorer_key(scorer), machine) is not None:
+        # the key names no image size and no prompt: a measurement of shorter questions (smaller images, a shorter
+        # instruction) is a floor for this job's, never its ceiling; the estimate counts this job's own question
+        est = with_context(facts, estimate(), kind, weights_gib=resident)
+        if est.value > vram.value:
+            vram = Figure(est.value, f"{est.source} (over {vram.value:.2f} GiB measured of another question: "
+                                     f"{vram.source})")
     ram = _loading_ram(facts, model)
     secs = model.get("seconds") or {}
     per = float(secs.get("per_image", 36))
