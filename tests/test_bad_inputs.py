@@ -159,6 +159,8 @@ CONFIG_CASES = [
     ("azimuths: [0, 45, 400]\n", "azimuths[2] = 400: not allowed; allowed: a whole number >= 0 and < 360"),
     ("ladder:\n  azimuths: [-5]\n", "ladder.azimuths[0] = -5: not allowed"),
     ("conditions:\n  A: {references: [], prompt: 'x {azimuth}'}\n", "conditions.A.references = []: not allowed"),
+    ("conditions:\n  E: {references: [0, 90, 180, 270], prompt: 'x {azimuth}'}\n",  # the walls measure 1-3 references
+     "conditions.E.references = [0, 90, 180, 270]: not allowed; allowed: at most 3 items"),
     ("conditions:\n  A: {references: [0, 100], prompt: 'x {azimuth}'}\n",
      "conditions.A.references[1] = 100: no render at that azimuth"),
     ("conditions:\n  D: {}\n", "conditions.D = {}: an empty mapping does not empty it"),
