@@ -537,7 +537,8 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
                             "precision": precision, "config": config, "allocated": c["peak_vram_gib"],
                             "reserved": c.get("peak_reserved_gib"), "nvml": c["nvml_process_gib"],
                             "kind": kind_of(comp, precision), "sample": sample, "rss": _gib(rec.get("peak_rss_mib")),
-                            "rss_anon": _gib((rec.get("rss_sampled") or {}).get("peak_rssanon_mib"))})
+                            "rss_anon": _gib((rec.get("rss_sampled") or {}).get("peak_rssanon_mib")),
+                            **({"instruction": rec["instruction"]} if comp == "scorer" and "instruction" in rec else {})})
     return out
 
 
@@ -582,7 +583,8 @@ def asked(row: dict, facts: dict | None = None):
                               batch=int(c.get("images_per_call", 1)))
     elif row["component"] == "scorer":
         a = asks.scorer_ask(facts, {"precision": row["precision"], "device": "cuda",
-                                    "image_size": int(c.get("image_size", 512))}, n_views=int(c.get("images", 1)))
+                                    "image_size": int(c.get("image_size", 512))}, n_views=int(c.get("images", 1)),
+                            instruction=row.get("instruction"))  # a record that names none: the longest allowed
     else:
         job = {"backend": "omnigen2", "frozen_dtype": c["frozen_dtype"], "text_encoder": c["text_encoder"],
                "resolution": c["resolution"], "device": "cuda", "accumulation": 8, "steps": 1,

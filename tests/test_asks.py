@@ -292,6 +292,17 @@ def test_the_bounded_form_covers_every_record_with_a_capped_slack_and_caps_a_lar
     assert walls_fit.model_gib({"allocated": 20.0, "weights": 9.5}, fitted) == pytest.approx(20.0 + 2.1 + 0.7)
 
 
+def test_a_scorer_probe_is_judged_by_the_instruction_its_question_quoted(walls_fit, tmp_path, monkeypatch):
+    conf = {"question": "SC", "images": 2, "resolution": 512, "peak_vram_gib": 7.0, "nvml_process_gib": 7.9}
+    rec = {"component": "scorer", "precision": "nf4", "key": "scorer/qwen3_vl_8b/nf4", "configurations": [conf]}
+    (tmp_path / "said.json").write_text(json.dumps({**rec, "instruction": "Ink."}))
+    (tmp_path / "unsaid.json").write_text(json.dumps(rec))  # the records before it name none
+    monkeypatch.setattr(walls_fit, "REPO", tmp_path)  # records are named relative to the repository
+    rows = {r["record"]: r for r in walls_fit.probe_rows([tmp_path])}
+    said, unsaid = (walls_fit.asked_gib(rows[n])[1] for n in ("said.json", "unsaid.json"))
+    assert "instruction 4 bytes)" in said and "instruction 1024 bytes (the longest allowed)" in unsaid
+
+
 def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_fit):
     quoted = [line[2:] for line in walls_fit.TABLE.read_text().splitlines() if line.startswith("- held-out configurations")]
     readme = " ".join((REPO / "README.md").read_text().split())

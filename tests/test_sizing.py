@@ -252,8 +252,9 @@ def test_the_scorer_base_and_its_random_adapter_load_through_load_scorer(tmp_pat
     assert rec["adapter_parameters"] > 0 and "ASSUMED" in rec["adapter_assumed"]
     s = {"base": str(out / "base"), "base_revision": None, "adapter": str(out / "adapter"), "adapter_revision": None,
          "precision": "fp32", "device": "cpu", "max_new_tokens": 3, "image_size": 64}
-    r = probe("scorer", s, machine_name="desk", model_set="sizing", items=1)
+    r = probe("scorer", s, machine_name="desk", model_set="sizing", items=1, prompt="Redraw it in ink.")
     assert [c["question"] for c in r["configurations"]] == ["SC", "PQ"]
+    assert r["instruction"] == "Redraw it in ink."  # the walls judge the probe by its own question's instruction
     row = r["configurations"][0]["items"][0]
     assert row["generated_tokens"] >= 1 and row["encode_seconds"] > 0
     assert r["sizing_model"]["adapter_assumed"]

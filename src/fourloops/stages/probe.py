@@ -230,7 +230,8 @@ def _probe_scorer(s: dict, memory: _Memory, references, items: int, prompt: str)
         for k in ("encode_seconds", "decode_seconds", "decode_seconds_per_token"):
             row[f"{k}_mean"] = round(sum(r[k] for r in steady) / len(steady), 5) if steady else None
         configs.append(row)
-    return t_load, {"weights_gib": weights, "model": model.describe(), "prompts": source}, configs
+    # the instruction the SC question quoted: the walls count a job's own (fourloops.asks.scorer_ask)
+    return t_load, {"weights_gib": weights, "model": model.describe(), "prompts": source, "instruction": prompt}, configs
 
 
 def _probe_text_encoder(s: dict, memory: _Memory, references, items: int, prompt: str) -> tuple[float, dict, list]:
