@@ -105,6 +105,24 @@ def test_a_probe_beats_provenance_beats_the_estimate(tmp_path):
     assert ask.vram.value == pytest.approx(driver_sees(14.2, OMNIGEN2_BF16)) and "probe on desk" in ask.vram.source
 
 
+def test_a_measurement_with_fewer_references_is_a_floor_for_a_job_with_more(tmp_path):
+    # the key names no reference count: A's pass (1 reference) is no measurement of C's (3)
+    prov = tmp_path / "results" / "provenance" / "generate" / "A.json"
+    prov.parent.mkdir(parents=True)
+    job = {"generator": GEN, "reference_azimuths": [0]}
+    prov.write_text(json.dumps({"rule": "generate", "params": {"job": job}, "peak_vram_gib": 14.0}))
+    measured = asks.Measurements.load(tmp_path, measured_key)
+    one, three = (asks.generator_ask(FACTS, GEN, n_references=n, measured=measured) for n in (1, 3))
+    assert one.vram.value == pytest.approx(driver_sees(14.0, OMNIGEN2_BF16)) and "provenance" in one.vram.source
+    unmeasured = asks.generator_ask(FACTS, GEN, n_references=3)  # the estimate: its activations measured with 3
+    assert three.vram.value == pytest.approx(unmeasured.vram.value) and three.vram.value > one.vram.value
+    assert "measured with at most 1 reference(s)" in three.vram.source
+    prov.with_name("C.json").write_text(json.dumps({"rule": "generate", "params": {"job": {**job, "reference_azimuths":
+                                                    [0, 90, 180]}}, "peak_vram_gib": 13.9}))
+    three = asks.generator_ask(FACTS, GEN, n_references=3, measured=asks.Measurements.load(tmp_path, measured_key))
+    assert three.vram.value == pytest.approx(driver_sees(14.0, OMNIGEN2_BF16))  # measured now: the key's largest
+
+
 def test_a_job_whose_driver_saw_more_than_the_model_asks_what_the_driver_saw(tmp_path):
     prov = tmp_path / "results" / "provenance" / "generate" / "A.json"
     prov.parent.mkdir(parents=True)

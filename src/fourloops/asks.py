@@ -190,6 +190,9 @@ class Measurements:
     probes: dict[str, list[dict]] = field(default_factory=dict)
     history: dict[str, Figure] = field(default_factory=dict)
     driver: dict[str, Figure] = field(default_factory=dict)  # the largest NVML peak of a process, by model key
+    # the most reference images a measurement of a generator key was made with (probe configurations; a job's
+    # reference_azimuths, one for a job that names none, a restyle's render): a job with more has no measurement
+    references: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def load(cls, workdir: str | Path, measures, index=None) -> "Measurements":
@@ -208,11 +211,16 @@ class Measurements:
                 continue
             # a probe without a peak (a CPU run, a configuration that failed) still times its machine
             out.probes.setdefault(key, []).append({**rec, "path": str(path)})
+            out._referenced(key, [c.get("references") for c in rec.get("configurations") or []
+                                  if c.get("peak_vram_gib") is not None])
             out._saw(key, rec.get("peak_nvml_process_gib"), f"NVML peak of the probe on {rec.get('machine_name', '?')}, {path}")
         index = index if index is not None else records.index(root)
         for record in index.records:
             peak = record.data.get("peak_vram_gib")
             key = measures(record.rule, record.data) if peak is not None else None
+            if key and key.startswith("generator/"):
+                job = (record.data.get("params") or {}).get("job") or {}
+                out._referenced(key, [len(job.get("reference_azimuths") or [0])])
             if key and (key not in out.history or float(peak) > out.history[key].value):  # the largest pass of the key
                 where = root / record.path
                 out.history[key] = Figure(float(peak), f"measured: provenance {where} ({record.data.get('started', '?')})")
@@ -225,6 +233,11 @@ class Measurements:
                 if walls:
                     rec["job_wall_seconds"] = float(walls[-1])
         return out
+
+    def _referenced(self, key: str, counts) -> None:
+        counts = [int(n) for n in counts if n is not None]
+        if counts:
+            self.references[key] = max(self.references.get(key, 0), *counts)
 
     def _saw(self, key: str, gib, source: str) -> None:
         if gib is not None and (key not in self.driver or float(gib) > self.driver[key].value):
@@ -434,8 +447,16 @@ def generator_ask(
         gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=size)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
-    vram, devices = _card(facts, measured, machine, gen["device"], generator_key(gen), name, estimate,
-                          weights_gib(facts, name, precision), process_kind("generator", precision))
+    kind, resident, key = process_kind("generator", precision), weights_gib(facts, name, precision), generator_key(gen)
+    vram, devices = _card(facts, measured, machine, gen["device"], key, name, estimate, resident, kind)
+    if devices and measured is not None and measured.peak(key, machine) is not None \
+            and measured.references.get(key, 0) < max(1, n_references):
+        # no measurement of this key held this many references: it is a floor, the estimate (its activations
+        # measured with up to 3) the rest
+        est = with_context(facts, estimate(), kind, weights_gib=resident)
+        if est.value > vram.value:
+            vram = Figure(est.value, f"{est.source} (over {vram.value:.2f} GiB measured with at most "
+                                     f"{measured.references.get(key, 0)} reference(s): {vram.source})")
     ram = _loading_ram(facts, model)
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}
