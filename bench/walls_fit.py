@@ -528,8 +528,10 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
                 elif comp == "lora_step":
                     config = {"frozen_dtype": c["frozen_dtype"], "text_encoder": c["text_encoder"],
                               "resolution": c["resolution"],
-                              "rank": int(m.group(1)) if (m := re.search(r"-r(\d+)$", rec["bench_configuration"]))
-                              else 8}  # sizing_gpu.py names a rank other than the default (8) "-r<rank>"
+                              "rank": int(c["rank"]) if c.get("rank") else int(m.group(1))
+                              if (m := re.search(r"-r(\d+)$", rec.get("bench_configuration") or "")) else 8}
+                    # the probe records its rank since 2026-12-04; before, sizing_gpu.py named a rank other than
+                    # the default (8) "-r<rank>"
                 else:
                     config = {"question": c["question"], "images": c["images"],
                               "image_size": int(c.get("resolution") or 512)}

@@ -123,6 +123,23 @@ def test_a_measurement_with_fewer_references_is_a_floor_for_a_job_with_more(tmp_
     assert three.vram.value == pytest.approx(driver_sees(14.0, OMNIGEN2_BF16))  # measured now: the key's largest
 
 
+def test_a_lora_measurement_at_a_lower_rank_is_a_floor_for_a_job_at_a_higher_one(tmp_path):
+    # the key names no rank: an earlier rank-8 job's step (9.0 GiB allocated) is no measurement of a rank-64 one
+    train = {"backend": "omnigen2", "frozen_dtype": "bf16", "text_encoder": "precomputed", "resolution": 512,
+             "device": "cuda", "accumulation": 8, "steps": 200}
+    prov = tmp_path / "results" / "provenance" / "lora_train" / "camera.json"
+    prov.parent.mkdir(parents=True)
+    prov.write_text(json.dumps({"rule": "lora_train", "model_set": "real", "params": {"train": {**train, "rank": 8}},
+                                "peak_vram_gib": 9.0}))
+    measured = asks.Measurements.load(tmp_path, measured_key)
+    assert measured.ranks == {asks.lora_key(train): 8}
+    at = {r: asks.lora_ask(FACTS, {**train, "rank": r}, measured=measured) for r in (8, 64)}
+    assert "provenance" in at[8].vram.source.split(" + ")[0]
+    unmeasured = asks.lora_ask(FACTS, {**train, "rank": 64})  # the estimate: the rank term over the 512 px step
+    assert at[64].vram.value == pytest.approx(unmeasured.vram.value) and at[64].vram.value > at[8].vram.value
+    assert "measured at rank 8" in at[64].vram.source
+
+
 def test_a_job_whose_driver_saw_more_than_the_model_asks_what_the_driver_saw(tmp_path):
     prov = tmp_path / "results" / "provenance" / "generate" / "A.json"
     prov.parent.mkdir(parents=True)

@@ -193,6 +193,8 @@ class Measurements:
     # the most reference images a measurement of a generator key was made with (probe configurations; a job's
     # reference_azimuths, one for a job that names none, a restyle's render): a job with more has no measurement
     references: dict[str, int] = field(default_factory=dict)
+    # the largest LoRA rank a measurement of a lora_step key was made with (a probe configuration's, a job's)
+    ranks: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def load(cls, workdir: str | Path, measures, index=None) -> "Measurements":
@@ -211,8 +213,9 @@ class Measurements:
                 continue
             # a probe without a peak (a CPU run, a configuration that failed) still times its machine
             out.probes.setdefault(key, []).append({**rec, "path": str(path)})
-            out._referenced(key, [c.get("references") for c in rec.get("configurations") or []
-                                  if c.get("peak_vram_gib") is not None])
+            measured_confs = [c for c in rec.get("configurations") or [] if c.get("peak_vram_gib") is not None]
+            out._most(out.references, key, [c.get("references") for c in measured_confs])
+            out._most(out.ranks, key, [c.get("rank") for c in measured_confs])
             out._saw(key, rec.get("peak_nvml_process_gib"), f"NVML peak of the probe on {rec.get('machine_name', '?')}, {path}")
         index = index if index is not None else records.index(root)
         for record in index.records:
@@ -220,7 +223,9 @@ class Measurements:
             key = measures(record.rule, record.data) if peak is not None else None
             if key and key.startswith("generator/"):
                 job = (record.data.get("params") or {}).get("job") or {}
-                out._referenced(key, [len(job.get("reference_azimuths") or [0])])
+                out._most(out.references, key, [len(job.get("reference_azimuths") or [0])])
+            if key and key.startswith("lora_step/"):
+                out._most(out.ranks, key, [((record.data.get("params") or {}).get("train") or {}).get("rank")])
             if key and (key not in out.history or float(peak) > out.history[key].value):  # the largest pass of the key
                 where = root / record.path
                 out.history[key] = Figure(float(peak), f"measured: provenance {where} ({record.data.get('started', '?')})")
@@ -234,10 +239,11 @@ class Measurements:
                     rec["job_wall_seconds"] = float(walls[-1])
         return out
 
-    def _referenced(self, key: str, counts) -> None:
+    @staticmethod
+    def _most(table: dict[str, int], key: str, counts) -> None:
         counts = [int(n) for n in counts if n is not None]
         if counts:
-            self.references[key] = max(self.references.get(key, 0), *counts)
+            table[key] = max(table.get(key, 0), *counts)
 
     def _saw(self, key: str, gib, source: str) -> None:
         if gib is not None and (key not in self.driver or float(gib) > self.driver[key].value):
@@ -416,6 +422,16 @@ def _card(facts: dict, measured, machine: str, device: str, key: str, name: str,
     return Figure(0.0, "cpu device: no VRAM"), ()
 
 
+def _at_least_estimate(facts: dict, vram: Figure, estimate, kind: str, weights: float, why: str,
+                       size: int | None = None) -> Figure:
+    """`vram` (a measurement's wall), or the job's own estimate's where more: a key that names no reference count,
+    prompt or rank makes a measurement of fewer or less a floor for this job, never its ceiling (`why` says which)."""
+    est = with_context(facts, estimate(), kind, weights_gib=weights, size=size)
+    if est.value <= vram.value:
+        return vram
+    return Figure(est.value, f"{est.source} (over {vram.value:.2f} GiB measured {why}: {vram.source})")
+
+
 def _loading_ram(facts: dict, model: dict, casts: dict[str, str] | None = None) -> Figure:
     """Host memory a job's load holds: the loaders map one component's safetensors at a time (pages the kernel can
     drop; the H200 runs of 2026-12-02 saw file-backed peaks of one component: Qwen-Image-Edit's NF4 load 15.8 GiB,
@@ -450,13 +466,9 @@ def generator_ask(
     kind, resident, key = process_kind("generator", precision), weights_gib(facts, name, precision), generator_key(gen)
     vram, devices = _card(facts, measured, machine, gen["device"], key, name, estimate, resident, kind)
     if devices and measured is not None and measured.peak(key, machine) is not None \
-            and measured.references.get(key, 0) < max(1, n_references):
-        # no measurement of this key held this many references: it is a floor, the estimate (its activations
-        # measured with up to 3) the rest
-        est = with_context(facts, estimate(), kind, weights_gib=resident)
-        if est.value > vram.value:
-            vram = Figure(est.value, f"{est.source} (over {vram.value:.2f} GiB measured with at most "
-                                     f"{measured.references.get(key, 0)} reference(s): {vram.source})")
+            and measured.references.get(key, 0) < max(1, n_references):  # the estimate's activations: up to 3
+        vram = _at_least_estimate(facts, vram, estimate, kind, resident,
+                                  f"with at most {measured.references.get(key, 0)} reference(s)")
     ram = _loading_ram(facts, model)
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}
@@ -543,12 +555,8 @@ def scorer_ask(
     kind, resident = process_kind("scorer", precision), weights_gib(facts, name, precision)
     vram, devices = _card(facts, measured, machine, scorer["device"], scorer_key(scorer), name, estimate, resident, kind)
     if devices and measured is not None and measured.peak(scorer_key(scorer), machine) is not None:
-        # the key names no image size and no prompt: a measurement of shorter questions (smaller images, a shorter
-        # instruction) is a floor for this job's, never its ceiling; the estimate counts this job's own question
-        est = with_context(facts, estimate(), kind, weights_gib=resident)
-        if est.value > vram.value:
-            vram = Figure(est.value, f"{est.source} (over {vram.value:.2f} GiB measured of another question: "
-                                     f"{vram.source})")
+        # the key names no image size and no prompt; the estimate counts this job's own question
+        vram = _at_least_estimate(facts, vram, estimate, kind, resident, "of another question")
     ram = _loading_ram(facts, model)
     secs = model.get("seconds") or {}
     per = float(secs.get("per_image", 36))
@@ -612,6 +620,10 @@ def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, ma
                          if "text_encoder" in resident else 0.0))
     vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), name, estimate, frozen_weights,
                           "training", res)
+    if devices and measured is not None and measured.peak(lora_key(job), machine) is not None \
+            and measured.ranks.get(lora_key(job), 0) < rank:  # a record that names no rank measured none
+        vram = _at_least_estimate(facts, vram, estimate, "training", frozen_weights,
+                                  f"at rank {measured.ranks.get(lora_key(job), 0) or 'unknown'}", res)
     ram = _loading_ram(facts, model, {"transformer": "fp32"} if frozen == "fp32" else None)
     secs = model.get("seconds") or {}
     table = {int(k): float(v) for k, v in (secs.get("per_lora_step_by_resolution") or {}).items()}

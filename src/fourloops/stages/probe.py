@@ -317,7 +317,7 @@ def _probe_lora_step(s: dict, memory: _Memory, references, items: int, prompt: s
                 torch.cuda.empty_cache()
         memory.sync()
     steady = steps[1:] or steps[:1]
-    config = {"resolution": res, "frozen_dtype": spec.frozen_dtype, "text_encoder": spec.text_encoder,
+    config = {"resolution": res, "frozen_dtype": spec.frozen_dtype, "text_encoder": spec.text_encoder, "rank": spec.rank,
               **memory.peaks(), "items": [{"seconds": round(x, 4)} for x in steps], "error": error,
               "first_item_seconds": steps[0] if steps else None,
               "seconds_per_item": round(float(np.mean(steady)), 4) if steady else None,
