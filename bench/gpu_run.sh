@@ -240,6 +240,11 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
     --lora-steps bf16:precomputed:1024:32
   python3 bench/sizing_gpu.py "${common[@]}" --size 832 --items 1 --references 3 --omnigen2-precisions bf16 \
     --lora-steps bf16:precomputed:416:64
+  # the scorer at NF4 grading 1024 px images (no record has: NF4's largest was 896 px), judging prompt_tokens as
+  # counted with Qwen's own BPE and the instruction its record now names (chosen in the session after the twentieth
+  # run, before any run of it; its sizing build, ~16 GiB, is made here)
+  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --omnigen2-precisions --lora-steps \
+    --scorer-precisions nf4 --scorer-max-new-tokens 48
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
