@@ -81,8 +81,9 @@ def prompts() -> list[str]:
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     restyle = yaml.safe_load((REPO / "config" / "schema.d" / "restyle.yaml").read_text())
     styles = (restyle.get("properties", {}).get("styles", {}).get("default") or {})
-    return [c["prompt"].format(azimuth=a) for c in cfg["conditions"].values() for a in cfg["ladder"]["azimuths"]] \
-        + [str(v) for v in styles.values()]
+    from fourloops.sizing import corpus
+
+    return corpus({**cfg, "restyle": {"styles": styles}})
 
 
 class RssPeaks:

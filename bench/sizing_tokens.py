@@ -45,12 +45,6 @@ VOCAB_MEMBER = "dashscope/resources/qwen.tiktoken"
 PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
 
-def corpus(config: dict) -> list[str]:
-    """The sizing builds' texts, as rules/sizing.smk's `texts` param makes them."""
-    return ([c["prompt"].format(azimuth=a) for c in config["conditions"].values() for a in config["ladder"]["azimuths"]]
-            + list(config["restyle"]["styles"].values()))
-
-
 def merged(paths: list[Path]) -> dict:
     """The config files merged in order (Snakemake's way), the schema's defaults filled in as the config check does."""
     from snakemake.utils import validate
@@ -94,59 +88,49 @@ def real_tokenizers(wheel: Path):
 
 
 def prompts_by_component(texts: list[str]) -> tuple[dict, dict, list[str]]:
-    """component -> (the corpus its sizing tokenizer is trained on, the prompts its model sees), and what was skipped."""
-    import types
-
+    """component -> (the corpus its sizing tokenizer is trained on, the prompts its model sees), as the builders of
+    fourloops.sizing make them; what was skipped, and notes for the record."""
     from fourloops import sizing
 
     out, skipped = {}, []
     extra, where = sizing.scorer_texts()
-    notes = {"scorer_prompts": where}
+    notes = {"scorer_prompts": where, "scorer_questions": extra}
     if extra:
         sc, pq = extra
-        seen = [sc.replace("<instruction>", t) for t in texts] + [pq]
-        out["scorer"] = (texts + extra, seen)
+        out["scorer"] = (texts + extra, [sc.replace("<instruction>", t) for t in texts] + [pq])
     else:
         skipped.append(f"scorer: {where}")
-    from diffusers import QwenImageEditPlusPipeline
-
-    # the pipeline's own template, read off an instance as the builder reads it (no component is needed for it)
-    template = QwenImageEditPlusPipeline(scheduler=None, vae=None, text_encoder=None, tokenizer=None, processor=None,
-                                         transformer=None).prompt_template_encode
-    seen = [template.format(t) for t in texts]
+    seen = sizing.qwen_image_prompts(texts)
     out["qwen_image_edit_plus"] = (texts + seen, seen)
     try:
-        OmniGen2Pipeline, _, _ = sizing.import_omnigen2()
+        seen = sizing.omnigen2_prompts(texts)
     except Exception as exc:  # OmniGen2's source is not on PYTHONPATH here
         skipped.append(f"omnigen2: {exc}")
     else:
-        plain = sizing.sized_tokenizer(list(texts))
-        seen = [OmniGen2Pipeline._apply_chat_template(types.SimpleNamespace(processor=types.SimpleNamespace(
-            tokenizer=plain)), t) for t in texts]
         out["omnigen2"] = (texts + seen, seen)
-        notes["omnigen2"] = str(Path(sys.modules[OmniGen2Pipeline.__module__.split(".")[0]].__file__).parent)
+        notes["omnigen2"] = str(Path(sys.modules["omnigen2"].__file__).parent)
     return out, notes, skipped
 
 
-def scorer_whole_prompts(hf, texts: list[str], facts: dict, styles: list[str]) -> tuple[list[str], list[dict]]:
-    """EditScore's questions as the scorer's processor makes them (images at models.yaml's prompt_image_size, the chat
-    layout, the instruction), counted with Qwen's BPE, the sizing tokenizer and the smoke set's byte-level one (the
-    tokenizer of bench/grades_gpu.py's 2026-12-01 records, whose count models.yaml's prompt_tokens was)."""
+def scorer_whole_prompts(hf, sized, questions: tuple[str, str], facts: dict,
+                         styles: list[str]) -> tuple[list[str], list[dict]]:
+    """EditScore's `questions` (SC, PQ) as the scorer's processor makes them (images at models.yaml's
+    prompt_image_size, the chat layout, the instruction), counted with Qwen's BPE `hf`, the sizing tokenizer `sized`
+    and the smoke set's byte-level one (the tokenizer of bench/grades_gpu.py's 2026-12-01 records, whose count
+    models.yaml's prompt_tokens was)."""
     from PIL import Image
 
     from fourloops import sizing
-    from fourloops.grading import prompts
     from fourloops.smoke_generators import _tiny_qwen_tokenizer
 
-    model = facts["models"]["qwen3_vl_8b"]
-    size = int(model["prompt_image_size"])
-    sc, pq = prompts(25)
-    extra, _ = sizing.scorer_texts()
+    size = int(facts["models"]["qwen3_vl_8b"]["prompt_image_size"])
+    sc, pq = questions
     hf.chat_template = sizing.CHAT_TEMPLATE
-    tokenizers = {"real": hf, "sizing": sizing.sized_tokenizer(texts + extra), "smoke": _tiny_qwen_tokenizer()[0]}
+    processors = {name: sizing.scorer_processor(tok)
+                  for name, tok in (("real", hf), ("sizing", sized), ("smoke", _tiny_qwen_tokenizer()[0]))}
     image = Image.new("RGB", (size, size), (128, 128, 128))
     lines = [f"scorer, whole question at {size} px (Qwen's chat layout: sizing.CHAT_TEMPLATE; the images' tokens by "
-             "the processor)", "question	instruction	images	real_tokens	sizing_tokens	smoke_tokens"]
+             "the processor)", "question\tinstruction\timages\treal_tokens\tsizing_tokens\tsmoke_tokens"]
     rows = []
     # the SC question with no instruction in it: models.yaml's prompt_tokens; a job adds its instruction's bytes
     for question, prompt, n_images, instructions in (("SC", sc, 2, ["", *styles]), ("PQ", pq, 1, [None])):
@@ -154,8 +138,7 @@ def scorer_whole_prompts(hf, texts: list[str], facts: dict, styles: list[str]) -
             text = prompt if instruction is None else prompt.replace("<instruction>", instruction)
             content = [{"type": "image"}] * n_images + [{"type": "text", "text": text}]
             counts = {}
-            for name, tok in tokenizers.items():
-                proc = sizing.scorer_processor(tok)
+            for name, proc in processors.items():
                 chat = proc.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                                 add_generation_prompt=True)
                 counts[name] = int(proc(text=[chat], images=[image] * n_images, return_tensors="pt")["input_ids"].shape[1])
@@ -177,7 +160,7 @@ def main(argv=None) -> int:
     from fourloops import sizing
 
     config = merged(args.configfile)
-    texts = list(dict.fromkeys(corpus(config)))  # the corpus, each text once
+    texts = list(dict.fromkeys(sizing.corpus(config)))  # the corpus, each text once
     facts = yaml.safe_load((REPO / "config" / "models.yaml").read_text())
     hf, enc, about = real_tokenizers(args.wheel)
     by_comp, notes, skipped = prompts_by_component(texts)
@@ -188,9 +171,9 @@ def main(argv=None) -> int:
              f" {len(texts)} distinct texts in the sizing corpus; scorer prompts: {notes['scorer_prompts']}"
              + (f"; OmniGen2 from {notes['omnigen2']} (PYTHONPATH)" if "omnigen2" in notes else ""),
              "component\tprompt\tbytes\tsizing_tokens\treal_tokens\tsizing/real"]
-    summary, disagreements = {}, 0
+    summary, disagreements, trained = {}, 0, {}
     for comp, (train, seen) in by_comp.items():
-        tok = sizing.sized_tokenizer(train)
+        tok = trained[comp] = sizing.sized_tokenizer(train)
         ratios = []
         for text in seen:
             real = hf(text, add_special_tokens=False)["input_ids"]
@@ -210,8 +193,11 @@ def main(argv=None) -> int:
                      f"(median {s['median']:.3f})")
     for s in skipped:
         lines.append(f"skipped {s}")
-    whole_lines, whole = scorer_whole_prompts(hf, texts, facts, list(config["restyle"]["styles"].values()))
-    lines += ["", *whole_lines]
+    whole = []
+    if "scorer" in trained:
+        whole_lines, whole = scorer_whole_prompts(hf, trained["scorer"], notes["scorer_questions"], facts,
+                                                  list(config["restyle"]["styles"].values()))
+        lines += ["", *whole_lines]
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if args.out:

@@ -410,54 +410,48 @@ _RUN20 = RESULTS / "gpu-run-h200-2026-12-04-run20"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
+def _heldout_run(name: str, run: Path, commit: str, before: str, *folders: str) -> dict:
+    """A HELDOUT_RUNS entry: the run's probe folders (relative to it; default its held-out records), judged by its
+    models-before.yaml (config/models.yaml at `commit`), which `before` says what was fitted on."""
+    return {"name": name, "run": run, "commit": commit, "models_before": run / "models-before.yaml", "before": before,
+            "folders": tuple(run / f for f in folders or ("heldout/records",))}
+
+
+_SIZING_PROBES = "sizing/results/probe/h200"
 HELDOUT_RUNS = (
-    {"name": "third", "run": _RUN3, "commit": "cc2b805", "folders": (_RUN3 / "heldout", _RUN3 / "qwen"),
-     "models_before": _RUN3 / "models-before.yaml",
-     "before": "its overheads fitted on the probes of the two runs before, its activations as they were"},
-    {"name": "fourth", "run": _RUN4, "commit": "9243add",
-     "folders": (_RUN4 / "heldout", _RUN4 / "qwen", _RUN4 / "sizing" / "results" / "probe" / "h200"),
-     "models_before": _RUN4 / "models-before.yaml",
-     "before": "fitted on every record of the three runs before it (probes and DAG jobs), in-sample there"},
-    {"name": "fifth", "run": _RUN5, "commit": "1bc17aa",
-     "folders": (_RUN5 / "heldout", _RUN5 / "qwen", _RUN5 / "sizing" / "results" / "probe" / "h200"),
-     "models_before": _RUN5 / "models-before.yaml",
-     "before": "fitted on every record of the four runs before it (probes and DAG jobs), in-sample there"},
-    {"name": "sixth", "run": _RUN6, "commit": "f3e6bd9",
-     "folders": (_RUN6 / "heldout" / "records", _RUN6 / "sizing" / "results" / "probe" / "h200"),
-     "models_before": _RUN6 / "models-before.yaml",
-     "before": "fitted on every record of the five runs before it, with activations_between (pixels_linear) and "
-               "activations_batch_shared, in-sample there"},
-    {"name": "seventh", "run": _RUN7, "commit": "1066dd3",
-     "folders": (_RUN7 / "heldout" / "records", _RUN7 / "sizing" / "results" / "probe" / "h200"),
-     "models_before": _RUN7 / "models-before.yaml",
-     "before": "fitted on every record of the six runs before it, the sixth run's held-out probes' activations in "
-               "its tables, in-sample there"},
+    _heldout_run("third", _RUN3, "cc2b805",
+                 "its overheads fitted on the probes of the two runs before, its activations as they were",
+                 "heldout", "qwen"),
+    _heldout_run("fourth", _RUN4, "9243add",
+                 "fitted on every record of the three runs before it (probes and DAG jobs), in-sample there",
+                 "heldout", "qwen", _SIZING_PROBES),
+    _heldout_run("fifth", _RUN5, "1bc17aa",
+                 "fitted on every record of the four runs before it (probes and DAG jobs), in-sample there",
+                 "heldout", "qwen", _SIZING_PROBES),
+    _heldout_run("sixth", _RUN6, "f3e6bd9",
+                 "fitted on every record of the five runs before it, with activations_between (pixels_linear) and "
+                 "activations_batch_shared, in-sample there", "heldout/records", _SIZING_PROBES),
+    _heldout_run("seventh", _RUN7, "1066dd3",
+                 "fitted on every record of the six runs before it, the sixth run's held-out probes' activations in "
+                 "its tables, in-sample there", "heldout/records", _SIZING_PROBES),
     # the eighth carried the seventh's probes (carried.txt): only its held-out records are its own probes
-    {"name": "eighth", "run": _RUN8, "commit": "7127267",
-     "folders": (_RUN8 / "heldout" / "records",),
-     "models_before": _RUN8 / "models-before.yaml",
-     "before": "fitted on every record of the seven runs before it, the seventh run's held-out probes' activations "
-               "in its tables, in-sample there"},
+    _heldout_run("eighth", _RUN8, "7127267",
+                 "fitted on every record of the seven runs before it, the seventh run's held-out probes' activations "
+                 "in its tables, in-sample there"),
     # the first default-allocator probes since the eighth (chosen in d2eb350; the seventeenth run's machine judged the
     # warm-up instead, so they ran as the eighteenth): no DAG, only the held-out probes after OmniGen2's sizing build
-    {"name": "eighteenth", "run": _RUN18, "commit": "d6e233a",
-     "folders": (_RUN18 / "heldout" / "records",),
-     "models_before": _RUN18 / "models-before.yaml",
-     "before": "its default-allocator overheads fitted on every default-allocator record of the runs before it (the "
-               "eighth's held-out probes the last), the training context's step at 384 px read from both allocators' "
-               "records, in-sample there"},
+    _heldout_run("eighteenth", _RUN18, "d6e233a",
+                 "its default-allocator overheads fitted on every default-allocator record of the runs before it (the "
+                 "eighth's held-out probes the last), the training context's step at 384 px read from both "
+                 "allocators' records, in-sample there"),
     # the refit on the eighteenth's records judged at once, on the same session's device minutes (chosen in 2612e86)
-    {"name": "nineteenth", "run": _RUN19, "commit": "2612e86",
-     "folders": (_RUN19 / "heldout" / "records",),
-     "models_before": _RUN19 / "models-before.yaml",
-     "before": "refit on every default-allocator record of the runs before it, the eighteenth's held-out probes "
-               "included, in-sample there"},
+    _heldout_run("nineteenth", _RUN19, "2612e86",
+                 "refit on every default-allocator record of the runs before it, the eighteenth's held-out probes "
+                 "included, in-sample there"),
     # the session's last 328 device seconds (chosen in 5842530): 4 of its 6 configurations ran before the call's limit
-    {"name": "twentieth", "run": _RUN20, "commit": "3f9d288",
-     "folders": (_RUN20 / "heldout" / "records",),
-     "models_before": _RUN20 / "models-before.yaml",
-     "before": "refit on every default-allocator record of the runs before it, the nineteenth's held-out probes "
-               "included, in-sample there"},
+    _heldout_run("twentieth", _RUN20, "3f9d288",
+                 "refit on every default-allocator record of the runs before it, the nineteenth's held-out probes "
+                 "included, in-sample there"),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh

@@ -70,6 +70,7 @@ wildcard_constraints:
 from fourloops import model_sets
 from fourloops.model_sets import SMOKE_DETECTOR, SMOKE_GENERATOR_DIR, SMOKE_SCORER_DIR
 from fourloops.stage import builds as sizing_builds, probed as probed_components
+from fourloops.sizing import corpus as sizing_corpus
 
 # fourloops' view of this workflow; the stage files use its ASKS (as resources) and LINEAGE (a param).
 smk.check_model_set(config["model_set"])

@@ -18,8 +18,7 @@ rule sizing_model:
         device=config["sizing"]["build_device"],
         seed=config["sizing"]["seed"],
         # the tokenizer's corpus: the run's own prompts (lambda: "{azimuth}" is not a wildcard)
-        texts=lambda wildcards: [c["prompt"].format(azimuth=a) for c in config["conditions"].values()
-                                 for a in config["ladder"]["azimuths"]] + list(config["restyle"]["styles"].values()),
+        texts=lambda wildcards: sizing_corpus(config),
         model_set=config["model_set"],
         lineage=LINEAGE,
     threads: 1

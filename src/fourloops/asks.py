@@ -403,33 +403,22 @@ def weights_gib(facts: dict, model_name: str, dtype: str, resident: list[str] | 
     return sum(component_gib(facts, model, c, dtype) for c in (resident or model["components"]))
 
 
-def _peak(facts: dict, measured: Measurements | None, machine: str, key: str, model_name: str, estimate) -> Figure:
-    if measured is not None:
-        fig = measured.peak(key, machine)
-        if fig is not None:
-            return fig
-    return estimate()
-
-
-def _card(facts: dict, measured, machine: str, device: str, key: str, name: str, estimate, weights: float,
-          kind: str = "inference", size: int | None = None) -> tuple[Figure, tuple]:
+def _card(facts: dict, measured, machine: str, device: str, key: str, estimate, weights: float,
+          kind: str = "inference", size: int | None = None, floor: str | None = None) -> tuple[Figure, tuple]:
     """VRAM and devices of a model on `device`: measured beats estimated, plus the process's overhead over its
-    `weights` GiB (at `size` px, where the kind's context steps with it); none on the CPU."""
-    if _cuda(device):
-        fig = with_context(facts, _peak(facts, measured, machine, key, name, estimate), kind, weights_gib=weights,
-                           size=size)
-        return (measured.at_least_seen(key, fig) if measured is not None else fig), ("cuda",)
-    return Figure(0.0, "cpu device: no VRAM"), ()
-
-
-def _at_least_estimate(facts: dict, vram: Figure, estimate, kind: str, weights: float, why: str,
-                       size: int | None = None) -> Figure:
-    """`vram` (a measurement's wall), or the job's own estimate's where more: a key that names no reference count,
-    prompt or rank makes a measurement of fewer or less a floor for this job, never its ceiling (`why` says which)."""
-    est = with_context(facts, estimate(), kind, weights_gib=weights, size=size)
-    if est.value <= vram.value:
-        return vram
-    return Figure(est.value, f"{est.source} (over {vram.value:.2f} GiB measured {why}: {vram.source})")
+    `weights` GiB (at `size` px, where the kind's context steps with it); none on the CPU. `floor`: why a
+    measurement of `key` may be of less than this job (the key names no reference count, rank or prompt), which
+    makes it a floor for the job's own estimate, never its ceiling."""
+    if not _cuda(device):
+        return Figure(0.0, "cpu device: no VRAM"), ()
+    found = measured.peak(key, machine) if measured is not None else None
+    fig = with_context(facts, found or estimate(), kind, weights_gib=weights, size=size)
+    fig = measured.at_least_seen(key, fig) if measured is not None else fig
+    if floor and found is not None:
+        est = with_context(facts, estimate(), kind, weights_gib=weights, size=size)
+        if est.value > fig.value:
+            fig = Figure(est.value, f"{est.source} (over {fig.value:.2f} GiB measured {floor}: {fig.source})")
+    return fig, ("cuda",)
 
 
 def _loading_ram(facts: dict, model: dict, casts: dict[str, str] | None = None) -> Figure:
@@ -463,12 +452,11 @@ def generator_ask(
         gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=size)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
-    kind, resident, key = process_kind("generator", precision), weights_gib(facts, name, precision), generator_key(gen)
-    vram, devices = _card(facts, measured, machine, gen["device"], key, name, estimate, resident, kind)
-    if devices and measured is not None and measured.peak(key, machine) is not None \
-            and measured.references.get(key, 0) < max(1, n_references):  # the estimate's activations: up to 3
-        vram = _at_least_estimate(facts, vram, estimate, kind, resident,
-                                  f"with at most {measured.references.get(key, 0)} reference(s)")
+    key = generator_key(gen)
+    seen = measured.references.get(key, 0) if measured is not None else 0
+    vram, devices = _card(facts, measured, machine, gen["device"], key, estimate,  # estimate: up to 3 references
+                          weights_gib(facts, name, precision), process_kind("generator", precision),
+                          floor=f"with at most {seen} reference(s)" if seen < max(1, n_references) else None)
     ram = _loading_ram(facts, model)
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}
@@ -502,7 +490,7 @@ def detector_ask(
     secs = model.get("seconds") or {}
     seconds = _measured_seconds(measured, detector_key(det), machine, n_images, "images") or Figure(
         float(secs.get("load", 10)) + n_images * float(secs.get("per_image", 1.0)), "estimate: models.yaml seconds")
-    vram, devices = _card(facts, measured, machine, det["device"], detector_key(det), name, estimate,
+    vram, devices = _card(facts, measured, machine, det["device"], detector_key(det), estimate,
                           weights_gib(facts, name, "fp32"), process_kind("detector", "fp32"))
     return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
 
@@ -552,11 +540,9 @@ def scorer_ask(
         gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=512)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
-    kind, resident = process_kind("scorer", precision), weights_gib(facts, name, precision)
-    vram, devices = _card(facts, measured, machine, scorer["device"], scorer_key(scorer), name, estimate, resident, kind)
-    if devices and measured is not None and measured.peak(scorer_key(scorer), machine) is not None:
-        # the key names no image size and no prompt; the estimate counts this job's own question
-        vram = _at_least_estimate(facts, vram, estimate, kind, resident, "of another question")
+    vram, devices = _card(facts, measured, machine, scorer["device"], scorer_key(scorer), estimate,
+                          weights_gib(facts, name, precision), process_kind("scorer", precision),
+                          floor="of another question")  # the key names no image size, no prompt
     ram = _loading_ram(facts, model)
     secs = model.get("seconds") or {}
     per = float(secs.get("per_image", 36))
@@ -618,12 +604,9 @@ def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, ma
     frozen_weights = (weights_gib(facts, name, frozen, ["transformer"])
                       + (weights_gib(facts, name, model.get("lora_text_encoder_dtype", "bf16"), ["text_encoder"])
                          if "text_encoder" in resident else 0.0))
-    vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), name, estimate, frozen_weights,
-                          "training", res)
-    if devices and measured is not None and measured.peak(lora_key(job), machine) is not None \
-            and measured.ranks.get(lora_key(job), 0) < rank:  # a record that names no rank measured none
-        vram = _at_least_estimate(facts, vram, estimate, "training", frozen_weights,
-                                  f"at rank {measured.ranks.get(lora_key(job), 0) or 'unknown'}", res)
+    seen = measured.ranks.get(lora_key(job), 0) if measured is not None else 0  # 0: no record named its rank
+    vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), estimate, frozen_weights,
+                          "training", res, floor=f"at rank {seen or 'unknown'}" if seen < rank else None)
     ram = _loading_ram(facts, model, {"transformer": "fp32"} if frozen == "fp32" else None)
     secs = model.get("seconds") or {}
     table = {int(k): float(v) for k, v in (secs.get("per_lora_step_by_resolution") or {}).items()}
@@ -662,7 +645,7 @@ def text_encoder_ask(facts: dict, job: dict, *, n_prompts: int = 1, measured: Me
         return Figure(gib, f"estimate: text_encoder ({dtype}) {gib:.2f}")
 
     key = text_encoder_key(job)
-    vram, devices = _card(facts, measured, machine, job["device"], key, name, estimate,
+    vram, devices = _card(facts, measured, machine, job["device"], key, estimate,
                           weights_gib(facts, name, dtype, ["text_encoder"]), process_kind("text_encoder", dtype))
     te = component_gib(facts, model, "text_encoder", "bf16")
     host = float(facts["stages"]["generate_host_gib"])

@@ -182,6 +182,30 @@ def parameter_count(module) -> int:
 
 
 # ------------------------------------------------------------------------------------ tokenizers
+def corpus(config: dict) -> list[str]:
+    """The run's own prompts, the tokenizers' corpus (rules/sizing.smk's `texts`): every condition's prompt at every
+    ladder azimuth, then every restyle instruction."""
+    return ([c["prompt"].format(azimuth=a) for c in config["conditions"].values() for a in config["ladder"]["azimuths"]]
+            + [str(v) for v in config["restyle"]["styles"].values()])
+
+
+def omnigen2_prompts(texts) -> list[str]:
+    """`texts` in OmniGen2's own system prompt and chat layout (rendered by its pipeline's own method)."""
+    OmniGen2Pipeline, _, _ = import_omnigen2()
+    plain = sized_tokenizer(list(texts))
+    return [OmniGen2Pipeline._apply_chat_template(types.SimpleNamespace(processor=types.SimpleNamespace(
+        tokenizer=plain)), t) for t in texts]
+
+
+def qwen_image_prompts(texts) -> list[str]:
+    """`texts` in Qwen-Image-Edit-Plus's own text template (read off a pipeline that needs no component for it)."""
+    from diffusers import QwenImageEditPlusPipeline
+
+    template = getattr(QwenImageEditPlusPipeline(scheduler=None, vae=None, text_encoder=None, tokenizer=None,
+                                                 processor=None, transformer=None), "prompt_template_encode", "") or ""
+    return [template.format(t) for t in texts] if "{}" in template else [template]
+
+
 def sized_tokenizer(texts) -> Any:
     """A Qwen2 byte-level BPE tokenizer trained in memory on `texts` (special tokens at ids 0-6)."""
     import json
@@ -239,10 +263,7 @@ def _omnigen2(out: Path, device: str, texts: list[str], arch_dir) -> dict:
     parts = {"transformer": instantiate("omnigen2_transformer", device, arch_dir=arch_dir),
              "mllm": instantiate("qwen2_5_vl_3b", device, arch_dir=arch_dir),
              "vae": instantiate("flux_vae", device, arch_dir=arch_dir)}
-    # the pipeline's own system prompt and chat layout join the corpus (rendered by its own method)
-    plain = sized_tokenizer(list(texts))
-    rendered = [OmniGen2Pipeline._apply_chat_template(types.SimpleNamespace(processor=types.SimpleNamespace(
-        tokenizer=plain)), t) for t in texts]
+    rendered = omnigen2_prompts(texts)  # the pipeline's own system prompt and chat layout join the corpus
     tok = sized_tokenizer(list(texts) + rendered)
     _fits(tok, parts["mllm"], "omnigen2 mllm")
     processor = Qwen2_5_VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tok,
@@ -269,12 +290,7 @@ def _qwen_image_edit_plus(out: Path, device: str, texts: list[str], arch_dir) ->
     scheduler = FlowMatchEulerDiscreteScheduler(
         base_image_seq_len=256, base_shift=math.log(3), max_image_seq_len=8192, max_shift=math.log(3), shift=1.0,
         shift_terminal=0.02, use_dynamic_shifting=True, time_shift_type="exponential")
-    template = ""
-    plain = sized_tokenizer(list(texts))
-    probe = QwenImageEditPlusPipeline(scheduler=scheduler, vae=parts["vae"], text_encoder=parts["text_encoder"],
-                                      tokenizer=plain, processor=None, transformer=parts["transformer"])
-    template = getattr(probe, "prompt_template_encode", "") or ""
-    corpus = list(texts) + ([template.format(t) for t in texts] if "{}" in template else [template])
+    corpus = list(texts) + qwen_image_prompts(texts)
     tok = sized_tokenizer(corpus)
     _fits(tok, parts["text_encoder"], "qwen_image_edit_plus text_encoder")
     processor = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tok,
