@@ -214,10 +214,12 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-04, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
-  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 bf16 at 768 px
-  # with 1 reference and a LoRA step at 1024 px rank 32 (chosen in 5842530; the twentieth run's call ended before
-  # them); OmniGen2 bf16 at 832 px with 3 references (the table's 832 px entry, 1.89, is 2 references' x 1.03, assumed
-  # after the twentieth run) and a LoRA step at 416 px rank 64 (chosen after the twentieth run).
+  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 bf16 at 960 px
+  # with 1 reference and a LoRA step at 896 px rank 64; NF4 at 896 px with 3 references and a LoRA step at 320 px
+  # rank 32; the scorer at bf16 grading 640 px images (chosen after the twenty-first run, before any run of them;
+  # none of them in a committed record).
+  # The twenty-first run's (chosen in 5842530 and 8c2caba): bf16 768 px (1 reference) with LoRA 1024 px r32, bf16
+  # 832 px (3) with LoRA 416 px r64, the scorer at NF4 grading 1024 px images.
   # The twentieth run's (chosen in 5842530): 896 (bf16, 3 references), 832 (nf4, 3), LoRA 352 r32 and 704 r64. The
   # nineteenth run's (chosen in 2612e86): 576 (bf16, 2 references), 704 (nf4, 3), 1024 (bf16, 1), LoRA 288 r8,
   # 832 r64 and 576 r32. The eighteenth run's (chosen for the seventeenth, in d2eb350): 1024 (bf16, 3 references) and
@@ -236,15 +238,12 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 768 --items 1 --references 1 --omnigen2-precisions bf16 \
-    --lora-steps bf16:precomputed:1024:32
-  python3 bench/sizing_gpu.py "${common[@]}" --size 832 --items 1 --references 3 --omnigen2-precisions bf16 \
-    --lora-steps bf16:precomputed:416:64
-  # the scorer at NF4 grading 1024 px images (no record has: NF4's largest was 896 px), judging prompt_tokens as
-  # counted with Qwen's own BPE and the instruction its record now names (chosen in the session after the twentieth
-  # run, before any run of it; its sizing build, ~16 GiB, is made here)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --omnigen2-precisions --lora-steps \
-    --scorer-precisions nf4 --scorer-max-new-tokens 48
+  python3 bench/sizing_gpu.py "${common[@]}" --size 960 --items 1 --references 1 --omnigen2-precisions bf16 \
+    --lora-steps bf16:precomputed:896:64
+  python3 bench/sizing_gpu.py "${common[@]}" --size 896 --items 1 --references 3 --omnigen2-precisions nf4 \
+    --lora-steps bf16:precomputed:320:32
+  python3 bench/sizing_gpu.py "${common[@]}" --size 640 --items 1 --omnigen2-precisions --lora-steps \
+    --scorer-precisions bf16 --scorer-max-new-tokens 48
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed

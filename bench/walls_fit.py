@@ -16,11 +16,11 @@ activations_reserve) = the smallest linear envelope (least total slack, scipy's 
 reserved - allocated (NVML - allocated - context where a record has no pool figure), each rounded up (a wall errs
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
-Held out (HELDOUT_RUNS): each of the third to eighth and the eighteenth to twentieth runs' probes (the default
+Held out (HELDOUT_RUNS): each of the third to eighth and the eighteenth to twenty-first runs' probes (the default
 allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
 at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
 two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
-d6e233a, 2612e86 and 3f9d288, each fitted on every default-allocator record of the runs before it).
+d6e233a, 2612e86, 3f9d288 and c4b8144, each fitted on every default-allocator record of the runs before it).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
@@ -112,7 +112,7 @@ DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12
             RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4",
             RESULTS / "gpu-run-h200-2026-12-02-run5", RESULTS / "gpu-run-h200-2026-12-02-run6",
             RESULTS / "gpu-run-h200-2026-12-02-run6-repeat", RESULTS / "gpu-run-h200-2026-12-03-run7",
-            RESULTS / "gpu-run-h200-2026-12-03-run8")
+            RESULTS / "gpu-run-h200-2026-12-03-run8", RESULTS / "gpu-run-h200-2026-12-04-run22")
 
 
 
@@ -166,14 +166,9 @@ def dag_rows(runs=None, allocator: str = "default") -> list[dict]:
 def allocator_of(rec: dict) -> str:
     """"expandable" for a record made with torch's expandable segments (provenance `cuda_allocator`, from the ninth
     run on), else "default": every record before it ran torch's default caching allocator."""
-    alloc = rec.get("cuda_allocator") or {}
-    if isinstance(alloc, str):  # the eleventh run's job records: fourloops.gpumem.check_allocator's answer (torch
-        # took the setting: cuda_allocator_applied) had replaced the provenance's own dict, since kept apart
-        return "expandable" if alloc == "expandable_segments" and rec.get("cuda_allocator_applied") else "default"
-    if alloc.get("expandable_segments") is not None:
-        return "expandable" if alloc["expandable_segments"] else "default"
-    conf = ",".join((alloc.get("env") or {}).values()).replace(" ", "")
-    return "expandable" if "expandable_segments:True" in conf else "default"
+    from fourloops.asks import record_allocator
+
+    return "expandable" if record_allocator(rec) == "expandable_segments" else "default"
 
 
 def _label(record: str) -> str:
@@ -407,14 +402,17 @@ _RUN8 = RESULTS / "gpu-run-h200-2026-12-03-run8"
 _RUN18 = RESULTS / "gpu-run-h200-2026-12-04-run18"
 _RUN19 = RESULTS / "gpu-run-h200-2026-12-04-run19"
 _RUN20 = RESULTS / "gpu-run-h200-2026-12-04-run20"
+_RUN21 = RESULTS / "gpu-run-h200-2026-12-04-run21"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
-def _heldout_run(name: str, run: Path, commit: str, before: str, *folders: str) -> dict:
+def _heldout_run(name: str, run: Path, commit: str, before: str, *folders: str,
+                 chosen: str = "chosen and committed before that run") -> dict:
     """A HELDOUT_RUNS entry: the run's probe folders (relative to it; default its held-out records), judged by its
-    models-before.yaml (config/models.yaml at `commit`), which `before` says what was fitted on."""
+    models-before.yaml (config/models.yaml at `commit`), which `before` says what was fitted on; `chosen` says when
+    its configurations were chosen."""
     return {"name": name, "run": run, "commit": commit, "models_before": run / "models-before.yaml", "before": before,
-            "folders": tuple(run / f for f in folders or ("heldout/records",))}
+            "folders": tuple(run / f for f in folders or ("heldout/records",)), "chosen": chosen}
 
 
 _SIZING_PROBES = "sizing/results/probe/h200"
@@ -452,6 +450,17 @@ HELDOUT_RUNS = (
     _heldout_run("twentieth", _RUN20, "3f9d288",
                  "refit on every default-allocator record of the runs before it, the nineteenth's held-out probes "
                  "included, in-sample there"),
+    # the configurations chosen for the twentieth's last pair and after it (8c2caba), and the scorer at NF4 grading
+    # 1024 px with Qwen's token counts (814ba6b) and the floors (f765979..40d8e94)
+    _heldout_run("twenty-first", _RUN21, "c4b8144",
+                 "refit on every default-allocator record of the runs before it, the twentieth's held-out probes "
+                 "included, the scorer's prompt in Qwen's tokens, in-sample there"),
+    # the same session's device seconds left after the warm-up judgement (the twenty-second run), on the same machine
+    # and commit: ten configurations chosen in that session, after the twenty-first's probes had run and before any
+    # was compared with a wall; not committed before they ran
+    _heldout_run("twenty-first (extra)", _RUN21, "c4b8144", "as the twenty-first's", "extra/records",
+                 chosen="chosen in that session after the twenty-first's probes had run and before any record was "
+                 "compared with a wall, not committed before they ran (extra/probes.log)"),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh
@@ -875,8 +884,7 @@ def table() -> str:
         _annotate(hrows, before["process_overhead"], before)
         lines += ["", f"## Held out: the {run['name']} run's probes of configurations no fit before it used", "",
                   "Each row is one configuration of a probe record under " + ", ".join(
-                      f"`{h.relative_to(REPO).as_posix()}`" for h in run["folders"]) + " (bench/gpu_run.sh), chosen "
-                  "and committed before that run, judged by the facts the run was asked with "
+                      f"`{h.relative_to(REPO).as_posix()}`" for h in run["folders"]) + f" (bench/gpu_run.sh), {run['chosen']}, judged by the facts the run was asked with "
                   f"(`{run['models_before'].relative_to(REPO).as_posix()}`, config/models.yaml at commit "
                   f"{run['commit']}: {run['before']}). The fit above reads them now; these figures are the model's "
                   "out-of-sample error.", ""]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -138,6 +139,29 @@ def test_a_lora_measurement_at_a_lower_rank_is_a_floor_for_a_job_at_a_higher_one
     unmeasured = asks.lora_ask(FACTS, {**train, "rank": 64})  # the estimate: the rank term over the 512 px step
     assert at[64].vram.value == pytest.approx(unmeasured.vram.value) and at[64].vram.value > at[8].vram.value
     assert "measured at rank 8" in at[64].vram.source
+
+
+def test_a_probe_under_another_allocator_is_a_floor_and_the_jobs_it_sized_ask_at_or_over_the_driver(tmp_path):
+    # the twenty-second H200 run: the probes ran under expandable segments (the h200 machine's), the generate jobs
+    # under the desk's default allocator, asked 16.641 GiB from the probe where the driver saw 16.848-17.006
+    probes = tmp_path / "results" / "probe" / "h200"
+    probes.mkdir(parents=True)
+    for f in (RUN22 / "sizing" / "results" / "probe" / "h200").glob("*.json"):
+        probes.joinpath(f.name).write_text(f.read_text())
+    measured = asks.Measurements.load(tmp_path, measured_key)
+    for condition in "ABC":
+        job = json.loads((RUN22 / "sizing" / "results" / "provenance" / "generate" / f"{condition}.json").read_text())
+        gen, refs = job["params"]["job"]["generator"], len(job["params"]["job"]["reference_azimuths"])
+
+        def ask(allocator):
+            return asks.generator_ask(asks.for_allocator(FACTS, allocator), gen, n_references=refs, machine="h200",
+                                      measured=dataclasses.replace(measured, allocator=allocator)).vram
+
+        default, expandable = ask("default"), ask("expandable_segments")
+        assert default.value >= job["nvml_peak_gib"] and "not the default one these jobs run under" in default.source
+        assert default.value == pytest.approx(asks.generator_ask(FACTS, gen, n_references=refs).vram.value)
+        assert "probe on h200" in expandable.source.split(" + ")[0]
+        assert "these jobs run under" not in expandable.source
 
 
 def test_a_job_whose_driver_saw_more_than_the_model_asks_what_the_driver_saw(tmp_path):
@@ -285,7 +309,7 @@ def test_under_expandable_segments_the_walls_ask_at_or_over_the_driver_and_below
 
 
 @pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth", "seventh", "eighth", "eighteenth", "nineteenth",
-                                  "twentieth"])
+                                  "twentieth", "twenty-first", "twenty-first (extra)"])
 def test_the_held_out_probes_are_judged_by_facts_fitted_without_them_and_each_is_in_the_table(walls_fit, name):
     # each GPU run's held-out probes: the facts it was asked with (models-before.yaml, its commit's models.yaml)
     # are what the fit gives from the records before it alone, and none of its probes is one of those
@@ -391,6 +415,7 @@ RUN9 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run9"
 RUN11 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run11"
 RUN15 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run15"
 RUN17 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run17"
+RUN22 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run22"
 
 
 # what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
@@ -405,7 +430,8 @@ def _quoted_summary(text: str) -> list[str]:
     return [line[2:] for line in text.split("## Summary\n", 1)[1].splitlines() if line.startswith("- ")]
 
 
-@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11, RUN15, RUN17],
+@pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11, RUN15, RUN17,
+                                 RUN22],
                          ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)

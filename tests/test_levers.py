@@ -236,6 +236,11 @@ def test_the_walls_ask_by_the_allocator_the_jobs_will_run_under(tmp_path):
     # Snakemake starts (rules/common.smk): they run with expandable segments, so the walls ask by
     # process_overhead_expandable, not by the default allocator's pool slack
     env = {**snakemake_env(), "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    # and a probe made under the default allocator is a floor for their estimate, not their ask (asks.Measurements)
+    probe = tmp_path / "results" / "probe" / "desk" / "generator.json"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(json.dumps({"key": "generator/omnigen2/bf16/512", "peak_vram_gib": 14.6, "machine_name": "desk",
+                                 "cuda_allocator": {"env": {}, "expandable_segments": False}}))
     proc = subprocess.run([FOURLOOPS, "plan", "--json", "--directory", str(tmp_path), "-s", str(REPO / "Snakefile"),
                            "--machine", "desk", "--config", "model_set=real", "--", "results/generate/A/views.json"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
@@ -245,3 +250,4 @@ def test_the_walls_ask_by_the_allocator_the_jobs_will_run_under(tmp_path):
     assert exp["activations_reserve"] != default["activations_reserve"]
     assert (f"inference process: allocator reserve {exp['allocator_reserve']:.1%} + {exp['activations_reserve']:.1%} "
             "of the") in gen["vram_source"], gen
+    assert "under torch's default allocator, not the expandable_segments one these jobs run under" in gen["vram_source"], gen

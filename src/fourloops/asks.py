@@ -195,6 +195,11 @@ class Measurements:
     references: dict[str, int] = field(default_factory=dict)
     # the largest LoRA rank a measurement of a lora_step key was made with (a probe configuration's, a job's)
     ranks: dict[str, int] = field(default_factory=dict)
+    # the torch allocator each probe file and each key's largest provenance pass ran under (record_allocator)
+    allocators: dict[str, str] = field(default_factory=dict)
+    # the allocator the jobs being asked for will run under (fourloops.smk's ask context: the target machine's); a
+    # measurement made under another is a floor for the job's estimate, never its ask (None: no such check)
+    allocator: str | None = None
 
     @classmethod
     def load(cls, workdir: str | Path, measures, index=None) -> "Measurements":
@@ -213,6 +218,7 @@ class Measurements:
                 continue
             # a probe without a peak (a CPU run, a configuration that failed) still times its machine
             out.probes.setdefault(key, []).append({**rec, "path": str(path)})
+            out.allocators[str(path)] = record_allocator(rec)
             measured_confs = [c for c in rec.get("configurations") or [] if c.get("peak_vram_gib") is not None]
             out._most(out.references, key, [c.get("references") for c in measured_confs])
             out._most(out.ranks, key, [c.get("rank") for c in measured_confs])
@@ -229,6 +235,7 @@ class Measurements:
             if key and (key not in out.history or float(peak) > out.history[key].value):  # the largest pass of the key
                 where = root / record.path
                 out.history[key] = Figure(float(peak), f"measured: provenance {where} ({record.data.get('started', '?')})")
+                out.allocators[key] = record_allocator(record.data)
             if key:
                 out._saw(key, record.data.get("nvml_peak_gib"), f"NVML peak of the job, provenance {root / record.path}")
         for recs in out.probes.values():  # the wall seconds of the job that wrote each probe file
@@ -265,6 +272,21 @@ class Measurements:
             gpu = rec.get("gpu_name") or "?"
             return Figure(float(rec["peak_vram_gib"]), f"measured: probe on {where} ({gpu}), {rec['path']}")
         return self.history.get(key)
+
+    def other_allocator(self, key: str, machine: str) -> str | None:
+        """Why the measurement `peak` gives for `key` is no measurement of a job under `self.allocator`: made under
+        another torch allocator, whose pool holds another slack over what torch allocated and whose allocated peak
+        differs too (the twenty-second H200 run: a generate job under the default allocator allocated 15.39 GiB
+        where the probe under expandable segments had allocated 15.19, and its pool held 0.79 GiB more); None when
+        it ran under the same, or when no allocator is asked for."""
+        if self.allocator is None:
+            return None
+        probes = [r for r in self.probes.get(key) or [] if r.get("peak_vram_gib") is not None]
+        ran = (self.allocators.get(min(probes, key=lambda r: r.get("machine_name") != machine)["path"]) if probes
+               else self.allocators.get(key) if key in self.history else None)
+        if ran is None or ran == self.allocator:
+            return None
+        return f"under torch's {ran} allocator, not the {self.allocator} one these jobs run under"
 
     def timing(self, key: str, machine: str, **match) -> tuple[float, float, str] | None:
         """(once per job s, s per item, source) from the target machine's own probe, for the configuration matching
@@ -353,6 +375,18 @@ def process_kind(component: str, precision: str) -> str:
     return "nf4" if precision == "nf4" else "inference"
 
 
+def record_allocator(rec: dict) -> str:
+    """The torch allocator a probe or provenance record ran under: "expandable_segments" or "default" (a record
+    that names none is from before the ninth H200 run, when every process ran the default one)."""
+    alloc = rec.get("cuda_allocator") or {}
+    if isinstance(alloc, str):  # the eleventh run's job records held fourloops.gpumem.check_allocator's answer
+        return "expandable_segments" if alloc == "expandable_segments" and rec.get("cuda_allocator_applied") else "default"
+    if alloc.get("expandable_segments") is not None:
+        return "expandable_segments" if alloc["expandable_segments"] else "default"
+    conf = ",".join((alloc.get("env") or {}).values()).replace(" ", "")
+    return "expandable_segments" if "expandable_segments:True" in conf else "default"
+
+
 def for_allocator(facts: dict, allocator: str) -> dict:
     """The facts as a machine with torch's `allocator` asks by: under expandable_segments each kind's overheads are
     models.yaml `process_overhead_expandable` (fitted by bench/walls_fit.py on records made so), else unchanged."""
@@ -407,11 +441,14 @@ def _card(facts: dict, measured, machine: str, device: str, key: str, estimate, 
           kind: str = "inference", size: int | None = None, floor: str | None = None) -> tuple[Figure, tuple]:
     """VRAM and devices of a model on `device`: measured beats estimated, plus the process's overhead over its
     `weights` GiB (at `size` px, where the kind's context steps with it); none on the CPU. `floor`: why a
-    measurement of `key` may be of less than this job (the key names no reference count, rank or prompt), which
-    makes it a floor for the job's own estimate, never its ceiling."""
+    measurement of `key` may be of less than this job (the key names no reference count, rank or prompt, nor the
+    torch allocator: Measurements.other_allocator), which makes it a floor for the job's own estimate, never its
+    ceiling."""
     if not _cuda(device):
         return Figure(0.0, "cpu device: no VRAM"), ()
     found = measured.peak(key, machine) if measured is not None else None
+    other = measured.other_allocator(key, machine) if found is not None else None
+    floor = "; ".join(f for f in (floor, other) if f) or None
     fig = with_context(facts, found or estimate(), kind, weights_gib=weights, size=size)
     fig = measured.at_least_seen(key, fig) if measured is not None else fig
     if floor and found is not None:

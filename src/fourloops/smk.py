@@ -9,6 +9,7 @@ from __future__ import annotations
 
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -398,7 +399,8 @@ class Workflow:
             if self.executor() != "runpod" and "runpod" not in (self.machines.get(name) or {}):
                 allocator = card.own_allocator() or allocator
             facts = asks.for_allocator(self.facts, allocator)
-            self._ask_context = AskContext(facts, self.measured, name)
+            # a measurement made under another allocator is a floor for the job's estimate (asks.Measurements)
+            self._ask_context = AskContext(facts, dataclasses.replace(self.measured, allocator=allocator), name)
         return self._ask_context
 
     def set_target(self, machine_name: str) -> None:
