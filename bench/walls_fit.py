@@ -16,11 +16,11 @@ activations_reserve) = the smallest linear envelope (least total slack, scipy's 
 reserved - allocated (NVML - allocated - context where a record has no pool figure), each rounded up (a wall errs
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
-Held out (HELDOUT_RUNS): each of the third to eighth and the eighteenth to twenty-first runs' probes (the default
+Held out (HELDOUT_RUNS): each of the third to eighth and the eighteenth to twenty-third runs' probes (the default
 allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
 at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
 two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
-d6e233a, 2612e86, 3f9d288 and c4b8144, each fitted on every default-allocator record of the runs before it).
+d6e233a, 2612e86, 3f9d288, c4b8144 and 22d7642, each fitted on every default-allocator record of the runs before it).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
@@ -403,6 +403,7 @@ _RUN18 = RESULTS / "gpu-run-h200-2026-12-04-run18"
 _RUN19 = RESULTS / "gpu-run-h200-2026-12-04-run19"
 _RUN20 = RESULTS / "gpu-run-h200-2026-12-04-run20"
 _RUN21 = RESULTS / "gpu-run-h200-2026-12-04-run21"
+_RUN23 = RESULTS / "gpu-run-h200-2026-12-04-run23"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -461,6 +462,10 @@ HELDOUT_RUNS = (
     _heldout_run("twenty-first (extra)", _RUN21, "c4b8144", "as the twenty-first's", "extra/records",
                  chosen="chosen in that session after the twenty-first's probes had run and before any record was "
                  "compared with a wall, not committed before they ran (extra/probes.log)"),
+    # the session's last device seconds (chosen in 22d7642, after the twenty-first's and twenty-second's refit)
+    _heldout_run("twenty-third", _RUN23, "22d7642",
+                 "refit on every default-allocator record of the runs before it, the twenty-first's held-out probes "
+                 "and its extra ones included, in-sample there"),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh

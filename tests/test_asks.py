@@ -309,7 +309,8 @@ def test_under_expandable_segments_the_walls_ask_at_or_over_the_driver_and_below
 
 
 @pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth", "seventh", "eighth", "eighteenth", "nineteenth",
-                                  "twentieth", "twenty-first", "twenty-first (extra)"])
+                                  "twentieth", "twenty-first", "twenty-first (extra)",
+                                  "twenty-third"])
 def test_the_held_out_probes_are_judged_by_facts_fitted_without_them_and_each_is_in_the_table(walls_fit, name):
     # each GPU run's held-out probes: the facts it was asked with (models-before.yaml, its commit's models.yaml)
     # are what the fit gives from the records before it alone, and none of its probes is one of those
