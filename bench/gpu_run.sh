@@ -186,7 +186,10 @@ warmjudge() {  # the warm-up rule judged within one 10-minute call (2026-12-04: 
 }
 
 cap24_admitted() {  # the targets' GPU jobs under a 24 GiB cap, each asked and admitted by the desk's walls; the log
-  # (cap24-admitted.log, its exit status last) is what bench/cap24_matrix.py reads
+  # (cap24-admitted.log, its exit status last) is what bench/cap24_matrix.py reads. The probes ran as the h200 machine
+  # (expandable segments, config/machines.yaml), these jobs as the desk (the default allocator, unless GPU_RUN_ALLOC
+  # says otherwise): the desk's walls take those probes as floors for their estimates, not as their asks (the
+  # twenty-second run's generate jobs, asked from them before that rule, were 0.979-0.988 of the driver)
   FOURLOOPS_VRAM_CAP_GIB=24 python3 -m snakemake "${PROFILE[@]}" --config model_set=sizing machine=desk --resources vram_mb=24576 \
     -- "$@" > "$RUN/cap24-admitted.log" 2>&1
   echo "exit $?" >> "$RUN/cap24-admitted.log"; tail -5 "$RUN/cap24-admitted.log"
