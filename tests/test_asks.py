@@ -162,6 +162,15 @@ def test_a_probe_under_another_allocator_is_a_floor_and_the_jobs_it_sized_ask_at
         assert default.value == pytest.approx(asks.generator_ask(FACTS, gen, n_references=refs).vram.value)
         assert "probe on h200" in expandable.source.split(" + ")[0]
         assert "these jobs run under" not in expandable.source
+    # an earlier job's provenance, the measurement where no probe is, the same
+    prov = tmp_path / "hist" / "results" / "provenance" / "generate" / "A.json"
+    prov.parent.mkdir(parents=True)
+    prov.write_text(json.dumps({"rule": "generate", "params": {"job": {"generator": GEN}}, "peak_vram_gib": 14.6,
+                                "cuda_allocator": {"env": {}, "expandable_segments": True}}))
+    hist = asks.Measurements.load(tmp_path / "hist", measured_key)
+    for allocator, floor in (("default", True), ("expandable_segments", False)):
+        ask = asks.generator_ask(FACTS, GEN, measured=dataclasses.replace(hist, allocator=allocator)).vram
+        assert ("not the default one these jobs run under" in ask.source) is floor, ask.source
 
 
 def test_a_job_whose_driver_saw_more_than_the_model_asks_what_the_driver_saw(tmp_path):

@@ -195,8 +195,8 @@ class Measurements:
     references: dict[str, int] = field(default_factory=dict)
     # the largest LoRA rank a measurement of a lora_step key was made with (a probe configuration's, a job's)
     ranks: dict[str, int] = field(default_factory=dict)
-    # the torch allocator each probe file and each key's largest provenance pass ran under (record_allocator)
-    allocators: dict[str, str] = field(default_factory=dict)
+    # the torch allocator each key's largest provenance pass (`history`) ran under (record_allocator)
+    history_allocators: dict[str, str] = field(default_factory=dict)
     # the allocator the jobs being asked for will run under (fourloops.smk's ask context: the target machine's); a
     # measurement made under another is a floor for the job's estimate, never its ask (None: no such check)
     allocator: str | None = None
@@ -218,7 +218,6 @@ class Measurements:
                 continue
             # a probe without a peak (a CPU run, a configuration that failed) still times its machine
             out.probes.setdefault(key, []).append({**rec, "path": str(path)})
-            out.allocators[str(path)] = record_allocator(rec)
             measured_confs = [c for c in rec.get("configurations") or [] if c.get("peak_vram_gib") is not None]
             out._most(out.references, key, [c.get("references") for c in measured_confs])
             out._most(out.ranks, key, [c.get("rank") for c in measured_confs])
@@ -235,7 +234,7 @@ class Measurements:
             if key and (key not in out.history or float(peak) > out.history[key].value):  # the largest pass of the key
                 where = root / record.path
                 out.history[key] = Figure(float(peak), f"measured: provenance {where} ({record.data.get('started', '?')})")
-                out.allocators[key] = record_allocator(record.data)
+                out.history_allocators[key] = record_allocator(record.data)
             if key:
                 out._saw(key, record.data.get("nvml_peak_gib"), f"NVML peak of the job, provenance {root / record.path}")
         for recs in out.probes.values():  # the wall seconds of the job that wrote each probe file
@@ -264,10 +263,14 @@ class Measurements:
             return fig
         return Figure(seen.value, f"{seen.source} (over the model's {fig.value:.2f} GiB)")
 
-    def peak(self, key: str, machine: str) -> Figure | None:
+    def _probe(self, key: str, machine: str) -> dict | None:
+        """The probe record of `key` with a peak: the target machine's own first, then any other machine's."""
         probes = [r for r in self.probes.get(key) or [] if r.get("peak_vram_gib") is not None]
-        # the target machine's own probe first, then any other machine's
-        for rec in sorted(probes, key=lambda r: r.get("machine_name") != machine):
+        return min(probes, key=lambda r: r.get("machine_name") != machine) if probes else None
+
+    def peak(self, key: str, machine: str) -> Figure | None:
+        rec = self._probe(key, machine)
+        if rec is not None:
             where = rec.get("machine_name", "?")
             gpu = rec.get("gpu_name") or "?"
             return Figure(float(rec["peak_vram_gib"]), f"measured: probe on {where} ({gpu}), {rec['path']}")
@@ -281,9 +284,8 @@ class Measurements:
         it ran under the same, or when no allocator is asked for."""
         if self.allocator is None:
             return None
-        probes = [r for r in self.probes.get(key) or [] if r.get("peak_vram_gib") is not None]
-        ran = (self.allocators.get(min(probes, key=lambda r: r.get("machine_name") != machine)["path"]) if probes
-               else self.allocators.get(key) if key in self.history else None)
+        rec = self._probe(key, machine)
+        ran = record_allocator(rec) if rec is not None else self.history_allocators.get(key)
         if ran is None or ran == self.allocator:
             return None
         return f"under torch's {ran} allocator, not the {self.allocator} one these jobs run under"
