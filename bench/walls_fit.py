@@ -889,7 +889,8 @@ def table() -> str:
         _annotate(hrows, before["process_overhead"], before)
         lines += ["", f"## Held out: the {run['name']} run's probes of configurations no fit before it used", "",
                   "Each row is one configuration of a probe record under " + ", ".join(
-                      f"`{h.relative_to(REPO).as_posix()}`" for h in run["folders"]) + f" (bench/gpu_run.sh), {run['chosen']}, judged by the facts the run was asked with "
+                      f"`{h.relative_to(REPO).as_posix()}`" for h in run["folders"])
+                  + f" (bench/gpu_run.sh), {run['chosen']}, judged by the facts the run was asked with "
                   f"(`{run['models_before'].relative_to(REPO).as_posix()}`, config/models.yaml at commit "
                   f"{run['commit']}: {run['before']}). The fit above reads them now; these figures are the model's "
                   "out-of-sample error.", ""]

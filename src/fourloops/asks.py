@@ -385,8 +385,9 @@ def record_allocator(rec: dict) -> str:
         return "expandable_segments" if alloc == "expandable_segments" and rec.get("cuda_allocator_applied") else "default"
     if alloc.get("expandable_segments") is not None:
         return "expandable_segments" if alloc["expandable_segments"] else "default"
-    conf = ",".join((alloc.get("env") or {}).values()).replace(" ", "")
-    return "expandable_segments" if "expandable_segments:True" in conf else "default"
+    from fourloops.gpumem import allocator_named
+
+    return allocator_named(alloc.get("env") or {}) or "default"  # torch's variables as the record's process had them
 
 
 def for_allocator(facts: dict, allocator: str) -> dict:
