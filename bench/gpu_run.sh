@@ -19,6 +19,8 @@
 # A session's device seconds count an earlier cut-off try's (2026-12-04: 352 s were left, not 1800): read the device's
 # status first, and give `wait` less than its budget_left_s (its copies to $OUT each minute are what a cut-off call keeps).
 # GPU_RUN_WARMJUDGE=1 fits in one call (warmjudge below).
+# GPU_RUN_ALLOC=plain GPU_RUN_PROBE_TWICE=1 GPU_RUN_HELDOUT=0 GPU_RUN_ALLOC_AB=1: the whole DAG's forecasts judged with
+# probes and jobs under one allocator (about 25 device minutes: `wait` in three calls, each sent at once).
 # Each step logs and goes on when one fails; `all` writes $RUN/done at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +46,11 @@ env_gpu() {
   case "${GPU_RUN_ALLOC:-default}" in
     default) ;;
     expandable) export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ;;
-    *) echo "GPU_RUN_ALLOC=$GPU_RUN_ALLOC; allowed: default, expandable" >&2; exit 2 ;;
+    # GPU_RUN_ALLOC=plain: torch's default allocator for every process, the h200 machine's probes too (a user's own
+    # setting stands over machines.yaml's cuda_allocator), so that the probes a forecast reads ran as the jobs do
+    # (the twenty-second run's probes ran under expandable segments and its desk jobs under the default allocator)
+    plain) export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False ;;
+    *) echo "GPU_RUN_ALLOC=$GPU_RUN_ALLOC; allowed: default, expandable, plain" >&2; exit 2 ;;
   esac
 }
 
@@ -153,6 +159,7 @@ print(" ".join(f"results/probe/h200/{c}.json" for c in probed() if not os.path.e
   # the ladder's jobs forced once more (the sixth run: 6 of 6 within 20% of their first wall); 5.5 device minutes,
   # so only when asked (the seventh run left it out to fit its 30 minutes)
   [ -n "${GPU_RUN_REPEAT:-}" ] && repeat
+  [ -n "${GPU_RUN_ALLOC_AB:-}" ] && { alloc_ab; collect alloc_ab; }
   # Qwen-Image-Edit last, when QWEN_SIZES names sizes: its 54 GiB sizing build and the others' do not fit the disk
   # together (the fourth run measured 512 and 768 px, the fifth 640 and 1024)
   if [ -n "${QWEN_SIZES:-}" ]; then
@@ -217,10 +224,12 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-04, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
-  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 bf16 at 960 px
-  # with 1 reference and a LoRA step at 896 px rank 64; NF4 at 896 px with 3 references and a LoRA step at 320 px
-  # rank 32; the scorer at bf16 grading 640 px images (chosen after the twenty-first run, before any run of them;
-  # none of them in a committed record).
+  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 bf16 at 768 px
+  # with 2 references and a LoRA step at 704 px rank 32; NF4 at 1024 px with 2 references and a LoRA step at 384 px
+  # rank 32; the scorer at NF4 grading 960 px images (chosen after the twenty-third run, before any run of them;
+  # none of them in a committed record under the default allocator).
+  # The twenty-third run's (chosen in 22d7642): bf16 960 px (1 reference) with LoRA 896 px r64, NF4 896 px (3) with
+  # LoRA 320 px r32, the scorer at bf16 grading 640 px images.
   # The twenty-first run's (chosen in 5842530 and 8c2caba): bf16 768 px (1 reference) with LoRA 1024 px r32, bf16
   # 832 px (3) with LoRA 416 px r64, the scorer at NF4 grading 1024 px images.
   # The twentieth run's (chosen in 5842530): 896 (bf16, 3 references), 832 (nf4, 3), LoRA 352 r32 and 704 r64. The
@@ -241,12 +250,12 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 960 --items 1 --references 1 --omnigen2-precisions bf16 \
-    --lora-steps bf16:precomputed:896:64
-  python3 bench/sizing_gpu.py "${common[@]}" --size 896 --items 1 --references 3 --omnigen2-precisions nf4 \
-    --lora-steps bf16:precomputed:320:32
-  python3 bench/sizing_gpu.py "${common[@]}" --size 640 --items 1 --omnigen2-precisions --lora-steps \
-    --scorer-precisions bf16 --scorer-max-new-tokens 48
+  python3 bench/sizing_gpu.py "${common[@]}" --size 768 --items 1 --references 2 --omnigen2-precisions bf16 \
+    --lora-steps bf16:precomputed:704:32
+  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --references 2 --omnigen2-precisions nf4 \
+    --lora-steps bf16:precomputed:384:32
+  python3 bench/sizing_gpu.py "${common[@]}" --size 960 --items 1 --omnigen2-precisions --lora-steps \
+    --scorer-precisions nf4 --scorer-max-new-tokens 48
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
@@ -262,6 +271,25 @@ judge() {  # configurations neither the ninth run nor any fit under expandable s
     --lora-steps bf16:precomputed:256 bf16:precomputed:384:16 bf16:precomputed:448:32
   python3 bench/sizing_gpu.py "${common[@]}" --size 640 --items 1 --references 2 --omnigen2-precisions bf16 --lora-steps
   python3 bench/sizing_gpu.py "${common[@]}" --size 576 --items 1 --references 1 --omnigen2-precisions nf4 --lora-steps
+}
+
+alloc_ab() {  # does torch's allocator change a job's seconds? (the twenty-second run: the detector probe, under
+  # expandable segments, loaded in 9.1 and 10.3 s; the keypoints jobs after it, under the default allocator, in 5.9-6.8 s;
+  # the generator's 15.3 s against 11.7-14.3). The same probes, each in its own process, the allocators alternating:
+  # the detector three times each, then the generator (bf16, 512 px, 1 reference, 8 steps) twice each
+  say "allocator A/B: the detector's and the generator's probes, each allocator in turn"
+  local work=$RUN/alloc_ab; mkdir -p "$work/models"
+  ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
+  local common=(--work "$work" --timeout 120 --scorer-precisions --lora-steps)
+  local i a; for i in 1 2 3; do for a in True False; do
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:$a python3 bench/sizing_gpu.py "${common[@]}" \
+      --out "$RUN/alloc_ab/records/detector-$i-expandable_$a" --items 3 --omnigen2-precisions
+  done; done
+  for i in 1 2; do for a in True False; do
+    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:$a python3 bench/sizing_gpu.py "${common[@]}" --no-detector \
+      --out "$RUN/alloc_ab/records/generator-$i-expandable_$a" --items 3 --steps 8 --size 512 --references 1 \
+      --omnigen2-precisions bf16
+  done; done
 }
 
 warmup() {  # is the LoRA step probe's slow first step (14.4 s against 0.44 s steady in the eleventh run; the job's
@@ -337,7 +365,7 @@ collect() {  # what comes back: records, logs, benchmarks, tables (no images, no
   local name=$1
   say "collect $name"
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d carried.txt plan-before*.json probe_warmup heldout/records insample/records warmup/records lora_warmup/records qwen/records qwen/plan-qwen.txt cap24-* repeat 2>/dev/null) 2>/dev/null
+    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d carried.txt plan-before*.json probe_warmup heldout/records insample/records warmup/records lora_warmup/records alloc_ab/records qwen/records qwen/plan-qwen.txt cap24-* repeat 2>/dev/null) 2>/dev/null
   ls -la "$RUN"/*.tar.gz
 }
 
