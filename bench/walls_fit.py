@@ -112,7 +112,8 @@ DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12
             RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4",
             RESULTS / "gpu-run-h200-2026-12-02-run5", RESULTS / "gpu-run-h200-2026-12-02-run6",
             RESULTS / "gpu-run-h200-2026-12-02-run6-repeat", RESULTS / "gpu-run-h200-2026-12-03-run7",
-            RESULTS / "gpu-run-h200-2026-12-03-run8", RESULTS / "gpu-run-h200-2026-12-04-run22")
+            RESULTS / "gpu-run-h200-2026-12-03-run8", RESULTS / "gpu-run-h200-2026-12-04-run22",
+            RESULTS / "gpu-run-h200-2026-12-04-run24")
 
 
 

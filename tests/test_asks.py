@@ -426,6 +426,7 @@ RUN11 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-03-run11"
 RUN15 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run15"
 RUN17 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run17"
 RUN22 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run22"
+RUN24 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run24"
 
 
 # what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
@@ -441,7 +442,7 @@ def _quoted_summary(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11, RUN15, RUN17,
-                                 RUN22],
+                                 RUN22, RUN24],
                          ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)
@@ -460,7 +461,15 @@ def test_the_same_jobs_twice_table_regenerates_and_the_account_quotes_it():
     assert line.startswith("jobs run twice: 6;") and line in GPU_RUNS_DOC.read_text()
 
 
-@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11], ids=lambda p: p.name)
+def test_the_allocator_a_b_table_regenerates_and_the_account_quotes_its_detector_lines():
+    # the twenty-fourth run's alloc_ab: the same probes, each allocator in turn, each in its own process
+    text = _bench("alloc_ab").table(RUN24)
+    assert text == (RUN24 / "alloc_ab.md").read_text()
+    quoted = [q for q in _quoted_summary(text) if q.startswith("detector/")]
+    assert len(quoted) == 4 and all(q in GPU_RUNS_DOC.read_text() for q in quoted)
+
+
+@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11, RUN24], ids=lambda p: p.name)
 def test_the_committed_24_gib_matrix_regenerates_from_its_records_and_the_readme_quotes_it(run):
     cap24 = _bench("cap24_matrix")
     text = cap24.matrix(run)
