@@ -59,6 +59,8 @@ def test_the_scorer_ran_in_its_own_job_with_the_adapter_unmerged(graded):
     assert model["model"] == "models/smoke/scorer/base" and model["adapter"] == "models/smoke/scorer/adapter"
     assert model["revision_kind"] == model["adapter_revision_kind"] == "local_dir_sha256"
     assert record["model_set"] == "smoke" and record["model_loads"] == 1
+    # where the job's seconds went: the scorer's load, then each view's questions
+    assert record["timing"]["load_seconds"] > 0 and len(record["timing"]["view_seconds"]) == 2
     restyle = json.loads((work / "results" / "provenance" / "restyle" / "ink.json").read_text())
     assert restyle["models"][0]["backend"] == "qwen_image_edit_plus"  # the generator's record, not the scorer's
     built = json.loads((work / "models" / "smoke" / "scorer" / "smoke.json").read_text())

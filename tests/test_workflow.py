@@ -112,6 +112,8 @@ def test_every_job_leaves_provenance_without_secrets(smoke_run):
     # a keypoints job says where its seconds went: the detector's load, then each image
     kp = json.loads((workdir / "results" / "provenance" / "keypoints" / "render.json").read_text())
     assert kp["timing"]["load_seconds"] > 0 and len(kp["timing"]["image_seconds"]) == len(kp["params"]["azimuths"])
+    emb = json.loads((workdir / "results" / "provenance" / "lora_embeddings" / "embeddings.json").read_text())
+    assert emb["timing"]["load_seconds"] > 0 and len(emb["timing"]["prompt_seconds"]) == emb["embeddings"]["records"]
     # no secret anywhere: results, logs, benchmarks, .snakemake metadata
     for path in workdir.rglob("*"):
         if path.is_file() and path.stat().st_size < 50_000_000:

@@ -71,11 +71,15 @@ def compute_embeddings(backend: str, model: str, revision: str | None, dtype: st
     import torch
     from safetensors.torch import save_file
 
+    t_load = time.perf_counter()
     pipe, loaded, path, source = load_encoder(backend, model, revision, dtype, device)
+    load_seconds = time.perf_counter() - t_load
     tensors = {}
+    prompt_seconds = []
     t0 = time.perf_counter()
     with torch.inference_mode():
         for rec in records:
+            t1 = time.perf_counter()
             image = None
             if backend == "qwen_image_edit_plus":
                 from PIL import Image
@@ -85,10 +89,14 @@ def compute_embeddings(backend: str, model: str, revision: str | None, dtype: st
             embeds, mask = encode(pipe, backend, rec["instruction"], image, device, max_sequence_length)
             tensors[f"{rec['id']}.embeds"] = embeds[0].detach().to("cpu").contiguous()
             tensors[f"{rec['id']}.mask"] = mask[0].detach().to("cpu", torch.long).contiguous()
+            prompt_seconds.append(round(time.perf_counter() - t1, 4))
     meta = {"backend": backend, "model": model, "dtype": dtype, "records": len(records),
             "instructions_sha256": hashlib.sha256("\n".join(r["instruction"] for r in records).encode()).hexdigest()}
     with atomic_path(out_path) as tmp:
         save_file(tensors, str(tmp), metadata={EMBEDDINGS_META_KEY: json.dumps(meta, sort_keys=True)})
     return {"components_loaded": loaded, "model_path": str(path), "model_source": source.get("source"),
             "embeddings": {"records": len(records), "dtype": dtype, "seconds": round(time.perf_counter() - t0, 3),
-                           "max_tokens": int(max(t.shape[0] for k, t in tensors.items() if k.endswith(".embeds")))}}
+                           "max_tokens": int(max(t.shape[0] for k, t in tensors.items() if k.endswith(".embeds")))},
+            # where the job's seconds went (a forecast's parts: the encoder's load, then each prompt, the first with
+            # its warm-up)
+            "timing": {"load_seconds": round(load_seconds, 4), "prompt_seconds": prompt_seconds}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 
 FIGURES = ("prompt_following", "consistency", "perceptual_quality", "overall")
@@ -35,9 +36,12 @@ def grades_stage(renders: list[str], restyled: list[str], manifest: str, csv_out
                          scorer["precision"], scorer["device"], scorer["decoding"], float(scorer["temperature"]),
                          int(scorer["max_new_tokens"]))
     check_card(spec.device, machine)
+    t_load = time.perf_counter()
     model = sc.load_scorer(spec)
-    rows = []
+    load_seconds = time.perf_counter() - t_load
+    rows, view_seconds = [], []
     for i, (az, ref, new) in enumerate(zip(azimuths, renders, restyled)):
+        t_view = time.perf_counter()
         with Image.open(ref) as a, Image.open(new) as b:
             render_im, restyled_im = a.convert("RGB"), b.convert("RGB")
         # each view its own seed range: seed + view x passes x attempts (grade_view adds pass and attempt)
@@ -55,6 +59,7 @@ def grades_stage(renders: list[str], restyled: list[str], manifest: str, csv_out
             "generated_tokens": g.generated_tokens, "scorer": spec.base, "adapter": spec.adapter,
             "model_set": model_set,
         })
+        view_seconds.append(round(time.perf_counter() - t_view, 4))
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     with atomic_path(csv_out) as tmp:
         table.to_csv(tmp, index=False, na_rep="NaN", float_format="%.6g")
@@ -62,7 +67,10 @@ def grades_stage(renders: list[str], restyled: list[str], manifest: str, csv_out
     write_json(summary_out, summary)
     return {"models": [model.describe()], "precision": spec.precision, "seed": int(seed),
             "model_loads": 1, "grades": {f: summary["figures"][f]["mean"] for f in FIGURES},
-            "unparsed_views": summary["unparsed_views"]}
+            "unparsed_views": summary["unparsed_views"],
+            # where the job's seconds went (a forecast's parts: the scorer's load, then each view's questions, the
+            # first with its warm-up)
+            "timing": {"load_seconds": round(load_seconds, 4), "view_seconds": view_seconds}}
 
 
 def summarise(table, style: str, model_set: str) -> dict:
