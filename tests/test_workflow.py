@@ -109,7 +109,9 @@ def test_every_job_leaves_provenance_without_secrets(smoke_run):
     assert all(len(i["sha256"]) == 64 for i in gen["inputs"])
     assert {"commit", "dirty"} <= set(gen["code"])
     assert gen["models"][0]["revision"]
-    # a keypoints job says where its seconds went: the detector's load, then each image
+    # a job on a model says where its seconds went: the model's load, then each view, image or prompt
+    timing = gen["timing"]
+    assert timing["load_seconds"] > 0 and len(timing["view_seconds"]) == len(gen["params"]["job"]["azimuths"])
     kp = json.loads((workdir / "results" / "provenance" / "keypoints" / "render.json").read_text())
     assert kp["timing"]["load_seconds"] > 0 and len(kp["timing"]["image_seconds"]) == len(kp["params"]["azimuths"])
     emb = json.loads((workdir / "results" / "provenance" / "lora_embeddings" / "embeddings.json").read_text())

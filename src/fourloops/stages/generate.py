@@ -139,4 +139,7 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
         "models": [description],
         "precision": generator["precision"],
         "model_loads": loading.LOADS - loads_before,
+        # where the job's seconds went, in the order the views were made (a forecast's parts: the load, then each
+        # view, the first with its warm-up)
+        "timing": {"load_seconds": round(load_seconds, 4), "view_seconds": [made[v.key]["seconds"] for v in views]},
     }
