@@ -1,5 +1,5 @@
 """One row per job of a GPU run, from its provenance records and the plan made before it: what the wall asked,
-what torch and the driver then saw, and the forecast seconds against the actual.
+what torch and the driver then saw, and the forecast seconds against the actual (in all, and the model load's part).
 
     .venv/bin/python bench/gpu_table.py RUN_DIR [--write]
 
@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
 COLUMNS = ("rule", "job", "asked GiB", "torch peak GiB", "reserved GiB", "NVML peak GiB", "asked/NVML",
-           "forecast s", "actual s", "forecast/actual", "GPU", "driver", "torch", "commit")
+           "forecast s", "actual s", "forecast/actual", "load forecast s", "load actual s", "GPU", "driver", "torch",
+           "commit")
 REPO = Path(__file__).resolve().parents[1]
 MIB = 2**20
 GIB = 2**30
@@ -26,13 +28,31 @@ def _job(record: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(wc.items())) or "-"
 
 
+# the load a forecast from a probe counts once per job (fourloops.asks.Measurements.timing names it "load N s")
+LOAD_PART = re.compile(r": load ([0-9.]+) s \+")
+
+
 def forecasts(plan: dict | None) -> dict:
-    """(rule, wildcards) -> (the plan's forecast seconds, whether a probe measured it)."""
+    """(rule, wildcards) -> (the plan's forecast seconds, whether a probe measured it, the load it counts or None)."""
     out = {}
     for job in (plan or {}).get("jobs") or []:
+        source = str(job.get("seconds_source", ""))
+        load = LOAD_PART.search(source)
         out[(job["rule"], json.dumps(job.get("wildcards") or {}, sort_keys=True))] = (
-            float(job["seconds"]), str(job.get("seconds_source", "")).startswith("measured"))
+            float(job["seconds"]), source.startswith("measured"), float(load.group(1)) if load else None)
     return out
+
+
+def load_seconds(rec: dict, workdir: Path | None = None) -> float | None:
+    """The job's own model load, where its record says (provenance `timing`; a LoRA training job's `load_seconds`),
+    else where its views manifest does (a generate or restyle job's views.json under `workdir`, before 2026-12-04's
+    c7c32ec put it in the record)."""
+    found = (rec.get("timing") or {}).get("load_seconds", rec.get("load_seconds"))
+    for out in rec.get("outputs") or [] if found is None and workdir is not None else []:
+        path = workdir / str(out.get("path", "")) if isinstance(out, dict) else None
+        if path is not None and path.name == "views.json" and path.is_file():
+            found = json.loads(path.read_text()).get("load_seconds")
+    return None if found is None else float(found)
 
 
 # The rules that make and measure the sizing models before the plan exists; every other GPU rule is a DAG job.
@@ -40,7 +60,7 @@ SETUP_RULES = ("sizing_model", "probe_model")
 ON_CARD_GIB = 0.01  # an NVML peak below this: the process never allocated on the card
 
 
-def rows(records: list[dict], plan: dict | None) -> list[dict]:
+def rows(records: list[dict], plan: dict | None, workdir: Path | None = None) -> list[dict]:
     fc = forecasts(plan)
     out = []
     for rec in records:
@@ -49,13 +69,15 @@ def rows(records: list[dict], plan: dict | None) -> list[dict]:
             continue  # a CPU job: no wall on a card
         asked = asked_mb * MIB / GIB
         nvml = rec.get("nvml_peak_gib")
-        forecast, probed = fc.get((rec["rule"], json.dumps(rec.get("wildcards") or {}, sort_keys=True)), (None, False))
+        forecast, probed, load = fc.get((rec["rule"], json.dumps(rec.get("wildcards") or {}, sort_keys=True)),
+                                        (None, False, None))
         gpu = (rec.get("gpu") or {}).get("gpus") or [{}]
         out.append({
             "rule": rec["rule"], "job": _job(rec), "asked GiB": asked, "torch peak GiB": rec.get("peak_vram_gib"),
             "reserved GiB": rec.get("peak_reserved_gib"), "NVML peak GiB": nvml,
             "asked/NVML": asked / nvml if nvml and nvml >= ON_CARD_GIB else None, "probed": probed, "forecast s": forecast, "actual s": rec.get("wall_seconds"),
             "forecast/actual": forecast / rec["wall_seconds"] if forecast and rec.get("wall_seconds") else None,
+            "load forecast s": load, "load actual s": load_seconds(rec, workdir) if rec["rule"] not in SETUP_RULES else None,
             "GPU": gpu[0].get("name"), "driver": (rec.get("gpu") or {}).get("driver"),
             "torch": (rec.get("packages") or {}).get("torch"),
             "commit": ((rec.get("code") or {}).get("commit") or "")[:7] + ("-dirty" if (rec.get("code") or {}).get("dirty") else ""),
@@ -82,7 +104,7 @@ def table(run_dir: Path) -> str:
                if p.relative_to(run_dir).as_posix() not in skip]
     plan_path = run_dir / "plan-before.json"
     plan = json.loads(plan_path.read_text()) if plan_path.exists() else None
-    body = rows(records, plan)
+    body = rows(records, plan, run_dir / "sizing")
     shown = run_dir.resolve()
     shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else run_dir
     lines = [f"# Every GPU job of the run in {run_dir.name}", "",

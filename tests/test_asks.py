@@ -392,15 +392,23 @@ def test_the_gpu_run_table_puts_each_jobs_ask_beside_what_the_driver_saw_and_fla
     (prov / "generate" / "A.json").write_text(json.dumps({
         "rule": "generate", "wildcards": {"condition": "A"}, "resources": {"vram_mb": 10240, "profile": "pod"},
         "peak_vram_gib": 9.0, "peak_reserved_gib": 9.5, "nvml_peak_gib": 10.24, "wall_seconds": 40.0, "gpu": gpu,
-        "packages": {"torch": "2.11.0"}, "code": {"commit": "0123456789", "dirty": False}}))
+        "packages": {"torch": "2.11.0"}, "code": {"commit": "0123456789", "dirty": False},
+        "timing": {"load_seconds": 12.5, "view_seconds": [9.0, 7.0]}}))
     (prov / "fit" / "A.json").write_text(json.dumps({"rule": "fit", "wildcards": {"source": "A"},
                                                      "resources": {"vram_mb": 0}, "wall_seconds": 1.0}))
+    # the forecast's source as the plan writes it from a probe (the twenty-fourth run's generator probe, load 18.993 s)
+    probes = tmp_path / "probed" / "results" / "probe" / "h200"
+    probes.mkdir(parents=True)
+    probe = RUN24 / "sizing" / "results" / "probe" / "h200" / "generator.json"
+    probes.joinpath("generator.json").write_text(probe.read_text())
+    _, _, source = asks.Measurements.load(tmp_path / "probed", measured_key).timing(
+        "generator/omnigen2/bf16/512", "h200", references=1)
     (tmp_path / "run" / "plan-before.json").write_text(json.dumps(
-        {"jobs": [{"rule": "generate", "wildcards": {"condition": "A"}, "seconds": 50.0}]}))
+        {"jobs": [{"rule": "generate", "wildcards": {"condition": "A"}, "seconds": 50.0, "seconds_source": source}]}))
     text = gpu_table.table(tmp_path / "run")
     row = next(line for line in text.splitlines() if line.startswith("| generate"))
     assert row == ("| generate | condition=A | 10.000 | 9.000 | 9.500 | 10.240 | 0.977 | 50.000 | 40.000 | 1.250 | "
-                   "NVIDIA H200 | 580.159.04 | 2.11.0 | 0123456 |")
+                   "18.993 | 12.500 | NVIDIA H200 | 580.159.04 | 2.11.0 | 0123456 |")
     assert "| fit " not in text  # a CPU job has no wall on a card
     assert "GPU jobs: 1; asked below what the driver saw: 1 (generate condition=A)" in text
 
