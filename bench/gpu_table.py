@@ -48,10 +48,11 @@ def load_seconds(rec: dict, workdir: Path | None = None) -> float | None:
     else where its views manifest does (a generate or restyle job's views.json under `workdir`, before 2026-12-04's
     c7c32ec put it in the record)."""
     found = (rec.get("timing") or {}).get("load_seconds", rec.get("load_seconds"))
-    for out in rec.get("outputs") or [] if found is None and workdir is not None else []:
-        path = workdir / str(out.get("path", "")) if isinstance(out, dict) else None
-        if path is not None and path.name == "views.json" and path.is_file():
-            found = json.loads(path.read_text()).get("load_seconds")
+    if found is None and workdir is not None:
+        for out in rec.get("outputs") or []:
+            path = workdir / str(out.get("path", "")) if isinstance(out, dict) else None
+            if path is not None and path.name == "views.json" and path.is_file():
+                found = json.loads(path.read_text()).get("load_seconds")
     return None if found is None else float(found)
 
 
