@@ -17,16 +17,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from gpu_table import REPO, cli  # noqa: E402
+from gpu_table import REPO, _span as _range, cli  # noqa: E402
+
+from fourloops.asks import record_allocator  # noqa: E402
 
 FIGURES = (("load s", "load_seconds"), ("first item s", "first_item_seconds"), ("s per item", "seconds_per_item"),
            ("imports to record s", "child_wall_seconds"))
-
-
-def _allocator(rec: dict) -> str:
-    alloc = rec.get("cuda_allocator") or {}
-    return "expandable segments" if isinstance(alloc, dict) and alloc.get("expandable_segments") else "default"
 
 
 def rows(run_dir: Path) -> list[dict]:
@@ -36,7 +34,7 @@ def rows(run_dir: Path) -> list[dict]:
         confs = rec.get("configurations") if isinstance(rec, dict) else None
         if not confs or confs[0].get("seconds_per_item") is None:
             continue  # builds.json, or a probe that failed
-        out.append({"record": path.parent.name, "key": rec["key"], "allocator": _allocator(rec),
+        out.append({"record": path.parent.name, "key": rec["key"], "allocator": record_allocator(rec).replace("_", " "),
                     "started": rec.get("started", ""), "load_seconds": rec["load_seconds"],
                     "first_item_seconds": confs[0]["first_item_seconds"],
                     "seconds_per_item": confs[0]["seconds_per_item"],
@@ -45,7 +43,7 @@ def rows(run_dir: Path) -> list[dict]:
 
 
 def _span(xs: list[float]) -> str:
-    return f"{min(xs):.3f}-{max(xs):.3f} (mean {sum(xs) / len(xs):.3f}, {len(xs)})" if xs else "none"
+    return f"{_range(xs)} (mean {sum(xs) / len(xs):.3f}, {len(xs)})" if xs else "none"
 
 
 def table(run_dir: Path) -> str:
