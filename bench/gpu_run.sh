@@ -57,7 +57,7 @@ env_gpu() {
 
 prepare() {
   local py=${PY:-.venv/bin/python}
-  [ -d .wheels ] && [ -d .carry/omnigen2/omnigen2 ] || { echo "prepare: .wheels/ and .carry/omnigen2 first (see README, 'GPU runs')" >&2; return 2; }
+  [ -d .wheels ] && [ -d .carry/omnigen2/omnigen2 ] || { echo "prepare: .wheels/ and .carry/omnigen2 first (see docs/walls.md, 'Sizing model set')" >&2; return 2; }
   local w; for w in "${WHEELS[@]}"; do
     compgen -G ".wheels/${w}-*.whl" >/dev/null || { echo "prepare: no wheel for $w in .wheels/" >&2; return 2; }
   done

@@ -123,8 +123,8 @@ def test_the_scorers_prompt_is_qwens_own_token_count_and_an_instruction_adds_at_
     assert long.vram.value - short.vram.value >= 996 * per  # 1000 - 4 bytes, through the walls' reserves (>= 1)
     unknown = asks.scorer_ask(FACTS, real_params()["job"]["scorer"])  # a probe's or a lever's: no instruction known
     assert "instruction 1024 bytes (the longest allowed)" in unknown.vram.source
-    # the README quotes the record's sizing/real ranges as it printed them
-    readme = " ".join((REPO / "README.md").read_text().split())
+    # docs/walls.md ("Sizing model set") quotes the record's sizing/real ranges as it printed them
+    readme = " ".join((REPO / "docs" / "walls.md").read_text().split())
     quoted = {"omnigen2": "for OmniGen2's prompts", "qwen_image_edit_plus": "for Qwen-Image-Edit's",
               "scorer": "for EditScore's questions"}
     for comp, words in quoted.items():

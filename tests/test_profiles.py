@@ -16,9 +16,9 @@ from snakemake.cli import parse_args
 
 from conftest import REPO
 
-# Where the repository tells a user how to run a profile: the README, each profile's header, the executor's
-# docstring and the preflight's message.
-DOCS = [REPO / "README.md", *sorted(REPO.glob("profiles/*/config.yaml")),
+# Where the repository tells a user how to run a profile: the README and the pages under docs/, each profile's
+# header, the executor's docstring and the preflight's message.
+DOCS = [REPO / "README.md", *sorted(REPO.glob("docs/*.md")), *sorted(REPO.glob("profiles/*/config.yaml")),
         REPO / "src" / "snakemake_executor_plugin_runpod" / "__init__.py", REPO / "src" / "fourloops" / "preflight.py"]
 COMMAND = re.compile(r"(?:snakemake|fourloops plan)\b[^\n`]*?(--(?:workflow-)?profile)[ =](profiles/[\w-]+)")
 
