@@ -22,7 +22,7 @@ from conftest import REPO, SNAKEMAKE, snakemake_env
 
 ETC = Path("/etc/slurm")
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch", "/usr/bin/squeue")
-FIRST_STATUS_S = 5
+FIRST_STATUS_S = 1  # the plugin waits this long before its first squeue, then 10 s more after each check that finds none ended
 # The sub-DAG: render and the smoke detector on the cpu partition, keypoints asking a card (smoke.ask_card).
 TARGETS = ["results/keypoints/render/az000.json"]
 COMPARED = ["results/render/az000.png", "results/render/az000.json", "results/render/skeleton.json",
