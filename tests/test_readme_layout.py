@@ -94,3 +94,10 @@ def test_every_stage_module_has_its_declaration_and_the_layout_says_which_has_no
 
 def test_the_readme_points_to_the_layout():
     assert "`docs/layout.md`" in (REPO / "README.md").read_text().split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_names_every_page_under_docs_and_only_pages_that_exist():
+    """The README is short because its details live in docs/: each page it points to exists, and none is orphaned."""
+    named = set(re.findall(r"`(docs/[\w-]+\.md)`", (REPO / "README.md").read_text()))
+    there = {f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")}
+    assert named == there, f"README names {sorted(named - there)} that docs/ lacks; omits {sorted(there - named)}"
