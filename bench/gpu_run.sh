@@ -19,6 +19,8 @@
 # A session's device seconds count an earlier cut-off try's (2026-12-04: 352 s were left, not 1800): read the device's
 # status first, and give `wait` less than its budget_left_s (its copies to $OUT each minute are what a cut-off call keeps).
 # GPU_RUN_WARMJUDGE=1 fits in one call (warmjudge below).
+# GPU_RUN_JUDGE=heldout: the held-out set (`heldout` below) alone, in one call (311-371 s in the twenty-first and
+# twenty-third runs): `GPU_RUN_JUDGE=heldout bench/gpu_run.sh start; bench/gpu_run.sh wait 330 > $OUT/wait.log`.
 # GPU_RUN_ALLOC=plain GPU_RUN_PROBE_TWICE=1 GPU_RUN_HELDOUT=0: the whole DAG's forecasts judged with probes and jobs
 # under one allocator (the twenty-fourth run: 25.3 device minutes to the DAG's end, `wait` in three calls, each sent
 # at once); GPU_RUN_ALLOC_AB=1 then adds about 6 more (alloc_ab), which that run's 30 held only 4 of.
