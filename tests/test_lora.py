@@ -276,6 +276,9 @@ def test_the_seeds_fp32_setup_with_the_encoder_at_512_is_refused_on_the_desk_and
     assert walls.check_jobs([lora_job("bf16", "precomputed")], MACHINES, "desk").ok
     assert lora_job("bf16", "precomputed").ask.vram.value == pytest.approx(driver_gib(9.23, BF16))
     assert walls.check_jobs([lora_job("fp32", "precomputed")], MACHINES, "desk").ok  # measured 16.88
+    page = " ".join((REPO / "docs" / "stages.md").read_text().split())  # the page quotes the asks the walls make
+    for job in (lora_job("bf16", "precomputed"), lora_job("fp32", "resident")):
+        assert f"asks {job.ask.vram.value:.2f} GiB" in page, job.ask.vram
 
 
 def test_the_config_chooses_the_profile_and_a_real_run_is_refused_by_the_walls(tmp_path):
