@@ -143,10 +143,11 @@ def test_a_real_run_names_the_unpinned_revisions_bitsandbytes_and_cuda():
         "config grades.adapter_revision is not set (rule grades): pin the hub commit of "
         "EditScore/EditScore-Qwen3-VL-8B-Instruct (`hf download EditScore/EditScore-Qwen3-VL-8B-Instruct` prints "
         "the snapshot path; its last part is the commit)"]
-    pinned = stage_for("grades").needs_for(real_params(base_revision="abc", adapter_revision="def", precision="bf16"))
+    abc, fed = "abc".ljust(40, "0"), "fed".ljust(40, "0")  # commits: 40 hex digits
+    pinned = stage_for("grades").needs_for(real_params(base_revision=abc, adapter_revision=fed, precision="bf16"))
     assert {(n.kind, n.what, n.revision) for n in pinned} == {
-        ("device", "cuda", None), ("hf_model", "Qwen/Qwen3-VL-8B-Instruct", "abc"),
-        ("hf_model", "EditScore/EditScore-Qwen3-VL-8B-Instruct", "def")}
+        ("device", "cuda", None), ("hf_model", "Qwen/Qwen3-VL-8B-Instruct", abc),
+        ("hf_model", "EditScore/EditScore-Qwen3-VL-8B-Instruct", fed)}
 
 
 def test_nf4_is_the_cuda_path_only():

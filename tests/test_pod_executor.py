@@ -213,3 +213,41 @@ def test_pod_that_cannot_be_had_fails_the_job_clearly(built_copy, runpod_standin
         assert "not ready within 3 s; terminated" in out and "status=RUNNING runtime=null" in out, out[-3000:]
         assert runpod_standin.listed() == []
     assert not runpod_standin.violations, runpod_standin.violations
+
+
+COMMIT = "0f72fa92564d9f8ba76f53fcc3c05aca2372458f"
+
+
+def test_a_pod_jobs_unpinned_model_is_refused_on_the_desk_and_a_pinned_one_is_what_the_pod_downloads(tmp_path):
+    """A pod job's machine needs are met on the pod, but a hub revision that is no commit is the config's: the
+    desk names it before a pod is rented. Pinned, the pod downloads that commit, not whatever the hub's main is."""
+    work = tmp_path / "real"
+    work.mkdir()
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(work), "--executor", "runpod", "--jobs", "2",
+           "--runpod-api-url", "http://127.0.0.1:9"]  # nothing answers there: a run that calls the API fails
+    env = snakemake_env(**FAKE_SECRETS, FOURLOOPS_POD_STATE_DIR=str(tmp_path / "pod-state"),
+                        HF_HOME=str(tmp_path / "hf"))
+    run = subprocess.run(cmd + ["results/generate/A/views.json"], capture_output=True, text=True, env=env, timeout=120)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "nothing was started" in out, out[-3000:]
+    assert "config generator.revision is not set (rule generate)" in out, out[-3000:]
+    pin = tmp_path / "pin.yaml"
+    pin.write_text(f"generator:\n  revision: {COMMIT}\n")
+    run = subprocess.run(cmd + ["--configfile", str(REPO / "config" / "config.yaml"), str(pin), "--", "results/fit/A.json"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    out = run.stdout + run.stderr
+    assert f"runpod: the pod jobs load OmniGen2/OmniGen2@{COMMIT[:12]}, downloaded in that order" in out, out[-3000:]
+    # the desk's own job (keypoints: no CUDA, no checkpoint here) is what stops this one; nothing started
+    assert run.returncode != 0 and "(rule keypoints)" in out and "config generator.revision" not in out, out[-3000:]
+    assert not (work / "results").exists() and not any((tmp_path / "pod-state").glob("*"))
+
+
+def test_the_pods_download_runs_once_per_repo_at_its_commit():
+    from snakemake_executor_plugin_runpod.executor import fetch_commands
+
+    weights = [[("OmniGen2/OmniGen2", "a" * 40)], [("Qwen/Qwen3-VL-8B-Instruct", "b" * 40), ("EditScore/x", "c" * 40)]]
+    assert fetch_commands("hf download {models} > /dev/null", weights) == [
+        f"hf download OmniGen2/OmniGen2 --revision {'a' * 40} > /dev/null",
+        f"hf download Qwen/Qwen3-VL-8B-Instruct --revision {'b' * 40} > /dev/null && "
+        f"hf download EditScore/x --revision {'c' * 40} > /dev/null"]
+    assert fetch_commands("python podwork.py fetch", weights) == ["python podwork.py fetch"]  # one for every job

@@ -84,3 +84,31 @@ def test_a_model_the_run_builds_is_not_missing_nor_unpinned_before_it_exists(tmp
     lines = problems(needs + [Need("unpinned", "org/other", "grades.scorer_revision", rule="grades")],
                      built=[str(tmp_path / "models/sizing/scorer")])
     assert len(lines) == 1 and "config grades.scorer_revision is not set (rule grades)" in lines[0]
+
+
+def test_a_hub_model_runs_only_at_a_commit_and_a_pinned_one_missing_from_the_cache_names_it(tmp_path, monkeypatch):
+    """The generator's default `main` loaded whatever the hub's owner pointed it at: a rerun or a pod's download
+    could load other weights under the same params. A branch, a tag or a short hash is refused with its key."""
+    import huggingface_hub.constants as hc
+    import yaml
+
+    from conftest import REPO
+    from fourloops.preflight import generator_needs, hub_need
+
+    hf_home = tmp_path / "empty-hf-home"
+    monkeypatch.setenv("HF_HOME", str(hf_home))
+    monkeypatch.setattr(hc, "HF_HOME", str(hf_home))
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(hf_home / "hub"))
+    generator = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["generator"]
+    default = [n for n in generator_needs(generator, "generate") if n.kind == "unpinned"]
+    assert [check(n) for n in default] == [
+        "config generator.revision is not set (rule generate): pin the hub commit of OmniGen2/OmniGen2 "
+        "(`hf download OmniGen2/OmniGen2` prints the snapshot path; its last part is the commit)"]
+    for moving in ("main", "v1.0", "0f72fa9"):
+        assert f"config generator.revision = {moving!r} is not a commit" in check(
+            hub_need("OmniGen2/OmniGen2", moving, "generator.revision", "generate"))
+    commit = "0f72fa92564d9f8ba76f53fcc3c05aca2372458f"
+    pinned = hub_need("OmniGen2/OmniGen2", commit, "generator.revision", "generate")
+    assert (pinned.kind, pinned.revision) == ("hf_model", commit)
+    text = check(pinned)
+    assert str(hf_home) in text and f"hf download OmniGen2/OmniGen2 --revision {commit}" in text

@@ -149,8 +149,8 @@ def test_real_run_without_cuda_or_weights_stops_before_any_job(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    for words in ("device cuda", "OmniGen2/OmniGen2", "revision main", str(tmp_path / "empty-hf-home"),
-                  "profiles/smoke", "nothing was started"):
+    for words in ("device cuda", "config generator.revision is not set", "OmniGen2/OmniGen2",
+                  "weights /", "profiles/smoke", "nothing was started"):
         assert words in out, (words, out[-3000:])
     assert not (work / "results").exists()
     assert not (work / "models").exists()

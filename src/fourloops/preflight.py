@@ -11,6 +11,7 @@ LINEAGE = False  # where and whether a job runs, never what it writes: not in an
 
 import importlib.util
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +29,10 @@ class Need:
     """One thing a pending job needs: a device, a model snapshot, a checkpoint file or a package."""
 
     kind: str  # "device" | "hf_model" | "checkpoint" | "model_dir" | "package" | "executable" | "dfc" | "unpinned"
-    what: str  # "unpinned": a hub id whose revision config key (in `revision`) is unset
+    what: str  # "unpinned": a hub id whose revision config key (in `revision`) holds no commit
     revision: str | None = None
     rule: str = ""
+    value: str | None = None  # "unpinned": what that key holds (None: unset; else a branch, a tag or a short hash)
 
     def key(self) -> tuple:
         return (self.kind, self.what, self.revision)
@@ -45,8 +47,20 @@ def generator_needs(gen: dict, rule: str) -> list[Need]:
     if Path(os.path.expanduser(gen["model"])).is_dir():
         out.append(Need("model_dir", os.path.expanduser(gen["model"]), rule=rule))
     else:
-        out.append(Need("hf_model", gen["model"], gen["revision"], rule=rule))
+        out.append(hub_need(gen["model"], gen.get("revision"), "generator.revision", rule))
     return out
+
+
+COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def hub_need(model: str, revision: str | None, key: str, rule: str) -> Need:
+    """A hub model's weights: its snapshot at `revision` when that is a commit; else an `unpinned` need naming the
+    config `key`. A branch or a tag (`main`) is where the hub's owner points it, so a rerun, a second machine or a
+    pod's fresh download could load other weights under the same params: a real run loads pinned weights only."""
+    if revision is not None and COMMIT.fullmatch(revision):
+        return Need("hf_model", model, revision, rule=rule)
+    return Need("unpinned", model, key, rule=rule, value=revision)
 
 
 def hf_home() -> str:
@@ -101,7 +115,9 @@ def check(need: Need) -> str | None:
             )
         return None
     if need.kind == "unpinned":  # a real run loads pinned weights only
-        return (f"config {need.revision} is not set (rule {need.rule}): pin the hub commit of {need.what} "
+        said = ("is not set" if need.value is None else
+                f"= {need.value!r} is not a commit (40 hex digits; a branch or a tag moves when the hub's owner moves it)")
+        return (f"config {need.revision} {said} (rule {need.rule}): pin the hub commit of {need.what} "
                 f"(`hf download {need.what}` prints the snapshot path; its last part is the commit)")
     if need.kind == "checkpoint":
         why = checkpoint_problem(need.what)

@@ -534,7 +534,13 @@ class Workflow:
     def preflight_problems(self, dag) -> list[str]:
         from fourloops import preflight
 
-        needs = [n for j in self.local_jobs(dag) for n in self.stage(j.rule.name).needs_for(dict(j.params.items()))]
+        local = self.local_jobs(dag)
+        needs = [n for j in local for n in self.stage(j.rule.name).needs_for(dict(j.params.items()))]
+        # a hub revision that is no commit is the config's, wherever its job runs: named here, before a pod is
+        # rented or a node asked for (a remote job's other needs are met, or not, on its machine)
+        here = {id(j) for j in local}
+        needs += [n for j in dag.needrun_jobs() if j.rule.output and id(j) not in here
+                  for n in self.stage(j.rule.name).needs_for(dict(j.params.items())) if n.kind == "unpinned"]
         built = [str(f) for j in dag.jobs if j.rule.output for f in j.output]  # models the run builds (sizing)
         return preflight.problems(needs, built)
 

@@ -78,6 +78,21 @@ def fetch_script(fetches: list[str], then: str = "") -> str:
             + (f"exec {then} {close}" if then else f"exec {close}"))
 
 
+def fetch_commands(template: str, weights: list[list[tuple[str, str]]]) -> list[str]:
+    """The pod's downloads from the configured fetch command: with {models}, one command per model in the
+    download order (its hub repos, each `ID --revision COMMIT`, one after another); without, one for every job."""
+    paths = {"workspace": '"${FOURLOOPS_WORKSPACE:-/workspace}"', "root": '"$W"'}
+    if "{models}" not in template:
+        return [template.format(models="", **paths)]
+    return [" && ".join(template.format(models=f"{shlex.quote(repo)} --revision {shlex.quote(commit)}", **paths)
+                        for repo, commit in repos) for repos in weights]
+
+
+def weights_said(weights: list[list[tuple[str, str]]]) -> str:
+    """The downloads as a log line names them: `ID@COMMIT[:12]`, in order."""
+    return ", ".join(f"{repo}@{commit[:12]}" for repos in weights for repo, commit in repos)
+
+
 def on_pod(desk_command: str, basedir: Path, pod: Pod, python_template: str) -> str:
     """Snakemake's job command as formatted on the desk, with the desk's workflow directory and python
     replaced by the pod's."""
@@ -159,8 +174,9 @@ class Executor(RemoteExecutor):
         self.workflow.localrules(*local)
         self.local_rule_names = set(local)
 
-    def _forecast(self) -> tuple[dict | None, list[str]]:
-        """`fourloops plan --machine pod`'s bill forecast for this run's pod jobs, and the hub ids they load."""
+    def _forecast(self) -> tuple[dict | None, list[list[tuple[str, str]]]]:
+        """`fourloops plan --machine pod`'s bill forecast for this run's pod jobs, and the hub snapshots they load
+        (per model, in the download order)."""
         from fourloops import plan
         from fourloops.smk import workflow_of
 
@@ -178,9 +194,9 @@ class Executor(RemoteExecutor):
             return None, []
         from fourloops.podbill import fetch_order
 
+        weights = self._hub_weights(view, planned["jobs"])  # a local directory is not downloaded
         order = [k for k in fetch_order([(j["output"], j["profile"], j["model"], j["needs"]) for j in planned["jobs"]])
-                 if view.facts["models"].get(k, {}).get("id")]  # a hub model: a local directory is not downloaded
-        ids = [view.facts["models"][k]["id"] for k in order]
+                 if weights.get(k)]
         # a pod job's rank for the pool and its fetch lock: its model's place in the download order
         self.job_rank = {j["output"]: order.index(j["model"]) for j in planned["jobs"]
                          if j["profile"] == "pod" and j["model"] in order}
@@ -188,7 +204,25 @@ class Executor(RemoteExecutor):
         if bill:
             self.log(f"runpod: forecast bill {bill['billed_s']:.0f} s (${bill['cost_usd']:.4f}), of it "
                      f"{bill['gpu_s']:.0f} s GPU-busy; floor {bill['floor_s']:.0f} s")
-        return bill, ids
+        fetch = [weights[k] for k in order]
+        if fetch:
+            self.log(f"runpod: the pod jobs load {weights_said(fetch)}, downloaded in that order")
+        return bill, fetch
+
+    def _hub_weights(self, view, planned: list[dict]) -> dict[str, list[tuple[str, str]]]:
+        """models.yaml key -> the hub snapshots (id, commit) its pending pod jobs load: their stages' `hf_model`
+        needs, so the configured ids at their pinned commits (the preflight refuses a revision that is no commit
+        before any pod), the scorer's adapter with its base."""
+        key_of = {j["output"]: j["model"] for j in planned if j["profile"] == "pod" and j["model"]}
+        out: dict[str, list[tuple[str, str]]] = {}
+        for job in self.workflow.dag.needrun_jobs():
+            key = key_of.get(str(job.output[0]) if len(job.output) else "")
+            if key is None:
+                continue
+            for need in view.stage(job.rule.name).needs_for(dict(job.params.items())):
+                if need.kind == "hf_model" and (need.what, need.revision) not in out.setdefault(key, []):
+                    out[key].append((need.what, need.revision))
+        return out
 
     def _pending_profiles(self) -> set[str]:
         """The profile tags of the jobs this run still has to do."""
@@ -229,7 +263,7 @@ class Executor(RemoteExecutor):
         pod = Pod(created["id"], name, runpod.parse_time(created.get("createdAt")) or dt.datetime.now(dt.timezone.utc),
                   t_create=t_create, fetching=bool(fetch))
         if fetch:
-            models = ", ".join(self.fetch_models) or "as the fetch command says"
+            models = weights_said(self.fetch_models) or "as the fetch command says"
             self.log(f"runpod: pod {pod.id} downloads the weights ({models}) from its start command, then runs "
                      f"{self.settings.image_start}")
         self.pods_seen.append(pod)
@@ -314,10 +348,7 @@ class Executor(RemoteExecutor):
         fetch = self.settings.fetch_command
         if not fetch.strip() or ("{models}" in fetch and not self.fetch_models):
             return []
-        paths = {"workspace": '"${FOURLOOPS_WORKSPACE:-/workspace}"', "root": '"$W"'}
-        if "{models}" not in fetch:
-            return [fetch.format(models="", **paths)]
-        return [fetch.format(models=shlex.quote(m), **paths) for m in self.fetch_models]
+        return fetch_commands(fetch, self.fetch_models)
 
     def _fetch_lock(self, job: JobExecutorInterface) -> int | None:
         """Which fetch lock a pod job waits on: its model's (by the download order), the only one, or none."""
@@ -336,7 +367,7 @@ class Executor(RemoteExecutor):
                      f"{redact(res.stderr.strip()[-300:])}); each job downloads what it lacks", warning=True)
             return
         pod.fetching = True
-        self.log(f"runpod: downloading the weights ({', '.join(self.fetch_models) or 'as the fetch command says'}) on "
+        self.log(f"runpod: downloading the weights ({weights_said(self.fetch_models) or 'as the fetch command says'}) on "
                  f"{pod.id} beside the setup")
 
     def _await_weights(self, pod: Pod, job: JobExecutorInterface) -> None:

@@ -81,7 +81,8 @@ class ExecutorSettings(ExecutorSettingsBase):
     fetch_command: str = _setting(
         "", machines_key="fetch",
         help="command started once per pod (see --runpod-fetch-at), downloading the weights the run's pod jobs "
-             "load ({models}: their hub ids; {workspace}, {root} expand); each pod job waits for it; empty: the "
+             "load ({models}: one model's hub repo as `ID --revision COMMIT`, the command run once per model and repo; "
+             "{workspace}, {root} expand); each pod job waits for its model's; empty: the "
              "first job downloads them.",
         allowed="a command (or empty) without {repo} (the workflow's files are not on the pod when it starts)",
         check=lambda v: "{repo}" not in v,

@@ -24,7 +24,7 @@ def scorer_needs(s: dict, rule: str) -> list:
     import os
     from pathlib import Path
 
-    from fourloops.preflight import Need
+    from fourloops.preflight import Need, hub_need
 
     out = [Need("device", s["device"], rule=rule)]
     if s["precision"] == "nf4":
@@ -37,10 +37,8 @@ def scorer_needs(s: dict, rule: str) -> list:
         if Path(local).is_dir():
             if key == "grades.scorer_revision":  # an adapter directory has no config.json to check
                 out.append(Need("model_dir", local, rule=rule))
-        elif revision is None:
-            out.append(Need("unpinned", model, key, rule=rule))
         else:
-            out.append(Need("hf_model", model, revision, rule=rule))
+            out.append(hub_need(model, revision, key, rule))
     return out
 
 
