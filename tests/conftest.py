@@ -43,6 +43,16 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 os.environ.setdefault("ANNY_CACHE_DIR", str(Path.home() / ".cache" / "fourloops" / "anny"))
 
 
+COMMIT = "0f72fa92564d9f8ba76f53fcc3c05aca2372458f"  # a hub commit's form (40 hex digits); no such snapshot here
+
+
+def pinned(directory: Path) -> str:
+    """A config file that pins the generator's hub commit, which a real run needs (the shipped config pins none)."""
+    path = directory / "pinned.yaml"
+    path.write_text(f"generator:\n  revision: {COMMIT}\n")
+    return str(path)
+
+
 def snakemake_env(**extra: str) -> dict:
     env = dict(os.environ)
     env.pop("FOURLOOPS_INVOCATION", None)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, SNAKEMAKE, driver_sees, snakemake_env
+from conftest import REPO, SNAKEMAKE, driver_sees, pinned, snakemake_env
 from fourloops import asks, levers, machines, refusal, walls
 from fourloops.stage import AskContext, stage_for
 
@@ -242,7 +242,8 @@ def test_the_walls_ask_by_the_allocator_the_jobs_will_run_under(tmp_path):
     probe.write_text(json.dumps({"key": "generator/omnigen2/bf16/512", "peak_vram_gib": 14.6, "machine_name": "desk",
                                  "cuda_allocator": {"env": {}, "expandable_segments": False}}))
     proc = subprocess.run([FOURLOOPS, "plan", "--json", "--directory", str(tmp_path), "-s", str(REPO / "Snakefile"),
-                           "--machine", "desk", "--config", "model_set=real", "--", "results/generate/A/views.json"],
+                           "--machine", "desk", "--config", "model_set=real", "--configfile", pinned(tmp_path), "--",
+                           "results/generate/A/views.json"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     gen = next(j for j in json.loads(proc.stdout)["jobs"] if j["rule"] == "generate")

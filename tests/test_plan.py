@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, snakemake_env
+from conftest import REPO, pinned, snakemake_env
 
 FOURLOOPS = str(Path(sys.executable).with_name("fourloops"))
 
@@ -65,7 +65,15 @@ def test_changed_param_plans_only_what_depends_on_it(built_copy):
 
 
 def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
-    p = plan(tmp_path, "--machine", "pod", "--config", "model_set=real", "--", "results/ladder.csv")
+    real = ("--machine", "pod", "--config", "model_set=real")
+    proc = plan_proc(tmp_path, *real, "--", "results/ladder.csv")  # the shipped config pins no generator commit
+    unpinned = json.loads(proc.stdout)
+    assert proc.returncode == 2 and unpinned["ok"], proc.stderr[-3000:]  # every wall fits; the config does not
+    assert unpinned["config_problems"] == [
+        "config generator.revision is not set (rule generate): pin the hub commit of OmniGen2/OmniGen2 "
+        "(`hf download OmniGen2/OmniGen2` prints the snapshot path; its last part is the commit)"]
+    p = plan(tmp_path, *real, "--configfile", pinned(tmp_path), "--", "results/ladder.csv")
+    assert p["config_problems"] == []
     gen = [j for j in p["jobs"] if j["rule"] == "generate"]
     assert len(gen) == 4 and all(j["cost_usd"] > 0 for j in gen)
     assert p["totals"]["pod"]["cost_usd"] > 0 and p["machine"] == "pod"
@@ -119,7 +127,8 @@ def test_a_plan_on_a_locked_directory_says_it_is_locked(tmp_path):
 def test_a_plan_on_the_cluster_names_the_partition_of_each_job(tmp_path):
     """machines.yaml's example cluster: CPU jobs go to its default partition, a generator that needs a card to the
     smallest GPU partition whose walls fit it."""
-    p = plan(tmp_path, "--machine", "cluster", "--config", "model_set=real", "--", "results/ladder.csv")
+    p = plan(tmp_path, "--machine", "cluster", "--config", "model_set=real", "--configfile", pinned(tmp_path), "--",
+             "results/ladder.csv")
     parts = {j["rule"]: j["partition"] for j in p["jobs"]}
     gen = [j for j in p["jobs"] if j["rule"] == "generate"]
     assert parts["render"] == "partition cpu" and parts["fit"] == "partition cpu", parts

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_SECRETS, REPO, SNAKEMAKE, snakemake_env
+from conftest import COMMIT, FAKE_SECRETS, REPO, SNAKEMAKE, pinned, snakemake_env
 from fourloops import pods, provenance, runpod
 
 VENV_PY = str(Path(SNAKEMAKE).with_name("python"))
@@ -215,8 +215,6 @@ def test_pod_that_cannot_be_had_fails_the_job_clearly(built_copy, runpod_standin
     assert not runpod_standin.violations, runpod_standin.violations
 
 
-COMMIT = "0f72fa92564d9f8ba76f53fcc3c05aca2372458f"
-
 
 def test_a_pod_jobs_unpinned_model_is_refused_on_the_desk_and_a_pinned_one_is_what_the_pod_downloads(tmp_path):
     """A pod job's machine needs are met on the pod, but a hub revision that is no commit is the config's: the
@@ -231,9 +229,7 @@ def test_a_pod_jobs_unpinned_model_is_refused_on_the_desk_and_a_pinned_one_is_wh
     out = run.stdout + run.stderr
     assert run.returncode != 0 and "nothing was started" in out, out[-3000:]
     assert "config generator.revision is not set (rule generate)" in out, out[-3000:]
-    pin = tmp_path / "pin.yaml"
-    pin.write_text(f"generator:\n  revision: {COMMIT}\n")
-    run = subprocess.run(cmd + ["--configfile", str(REPO / "config" / "config.yaml"), str(pin), "--", "results/fit/A.json"],
+    run = subprocess.run(cmd + ["--configfile", pinned(tmp_path), "--", "results/fit/A.json"],
                          capture_output=True, text=True, env=env, timeout=120)
     out = run.stdout + run.stderr
     assert f"runpod: the pod jobs load OmniGen2/OmniGen2@{COMMIT[:12]}, downloaded in that order" in out, out[-3000:]

@@ -92,7 +92,7 @@ def test_a_hub_model_runs_only_at_a_commit_and_a_pinned_one_missing_from_the_cac
     import huggingface_hub.constants as hc
     import yaml
 
-    from conftest import REPO
+    from conftest import COMMIT, REPO
     from fourloops.preflight import generator_needs, hub_need
 
     hf_home = tmp_path / "empty-hf-home"
@@ -107,7 +107,7 @@ def test_a_hub_model_runs_only_at_a_commit_and_a_pinned_one_missing_from_the_cac
     for moving in ("main", "v1.0", "0f72fa9"):
         assert f"config generator.revision = {moving!r} is not a commit" in check(
             hub_need("OmniGen2/OmniGen2", moving, "generator.revision", "generate"))
-    commit = "0f72fa92564d9f8ba76f53fcc3c05aca2372458f"
+    commit = COMMIT
     pinned = hub_need("OmniGen2/OmniGen2", commit, "generator.revision", "generate")
     assert (pinned.kind, pinned.revision) == ("hf_model", commit)
     text = check(pinned)

@@ -54,8 +54,8 @@ def plan(args) -> int:
         print(json.dumps(result, indent=1))
     else:
         print(planmod.format_plan(result))
-    if not result["ok"]:
-        return 2  # a job is refused
+    if not result["ok"] or result.get("config_problems"):
+        return 2  # a job is refused: by the walls, or by its config (a hub revision that is no commit)
     return 3 if result.get("locked") else 0  # a run would not start until `snakemake --unlock`
 
 

@@ -142,6 +142,7 @@ def build(workflow, machine_name: str, runpod: dict | None = None) -> dict:
         "totals": {k: {**v, "seconds": round(v["seconds"], 1), "cost_usd": round(v["cost_usd"], 4)} for k, v in totals.items()},
         "refusals": ((refusal.cluster_report(placed, machines) if placed else refusal.report(verdict, machines, found))
                      if not verdict.ok else ""),
+        "config_problems": view.config_problems(dag),  # a run refuses these before any job, wherever it runs
     }
 
 
@@ -235,6 +236,9 @@ def format_plan(plan: dict) -> str:
                   "on that machine (`snakemake probe --forcerun probe_model`) measures a fresh process's."]
     if plan["refusals"]:
         lines += ["", plan["refusals"]]
+    if plan.get("config_problems"):
+        lines += ["", "a run would not start until the config pins its weights:"] + [
+            f"  - {p}" for p in plan["config_problems"]]
     return "\n".join(lines)
 
 

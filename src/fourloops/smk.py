@@ -531,18 +531,26 @@ class Workflow:
             jobs = [j for j in jobs if placed.where.get(str(j.output[0]), "").startswith("here")]
         return jobs
 
-    def preflight_problems(self, dag) -> list[str]:
+    def _needs(self, jobs, unpinned: bool) -> list:
+        """The jobs' stage needs: only the `unpinned` ones (a hub revision that is no commit), or all but those."""
+        return [n for j in jobs for n in self.stage(j.rule.name).needs_for(dict(j.params.items()))
+                if (n.kind == "unpinned") == unpinned]
+
+    def config_problems(self, dag) -> list[str]:
+        """Each pending job's hub revision that is no commit, wherever the job runs: the config's, not a machine's
+        (`fourloops plan` names them; a real run refuses them before any job, pod or node)."""
         from fourloops import preflight
 
-        local = self.local_jobs(dag)
-        needs = [n for j in local for n in self.stage(j.rule.name).needs_for(dict(j.params.items()))]
-        # a hub revision that is no commit is the config's, wherever its job runs: named here, before a pod is
-        # rented or a node asked for (a remote job's other needs are met, or not, on its machine)
-        here = {id(j) for j in local}
-        needs += [n for j in dag.needrun_jobs() if j.rule.output and id(j) not in here
-                  for n in self.stage(j.rule.name).needs_for(dict(j.params.items())) if n.kind == "unpinned"]
         built = [str(f) for j in dag.jobs if j.rule.output for f in j.output]  # models the run builds (sizing)
-        return preflight.problems(needs, built)
+        return preflight.problems(self._needs([j for j in dag.needrun_jobs() if j.rule.output], True), built)
+
+    def preflight_problems(self, dag) -> list[str]:
+        """What this machine lacks for its own pending jobs (a remote job's machine needs are met, or not, on its
+        machine), then config_problems."""
+        from fourloops import preflight
+
+        built = [str(f) for j in dag.jobs if j.rule.output for f in j.output]  # models the run builds (sizing)
+        return preflight.problems(self._needs(self.local_jobs(dag), False), built) + self.config_problems(dag)
 
     def before_first_job(self, dag) -> None:
         """onstart: refuse what cannot fit (seconds, no torch), then, for a real run, what is missing here;
