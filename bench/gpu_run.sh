@@ -21,6 +21,8 @@
 # GPU_RUN_WARMJUDGE=1 fits in one call (warmjudge below).
 # GPU_RUN_JUDGE=heldout: the held-out set (`heldout` below) alone, in one call (311-371 s in the twenty-first and
 # twenty-third runs): `GPU_RUN_JUDGE=heldout bench/gpu_run.sh start; bench/gpu_run.sh wait 330 > $OUT/wait.log`.
+# With GPU_RUN_ALLOC_AB=generator it then runs the allocator A/B's generator half (four generator probes, not yet
+# timed on a GPU): give that a second call at once, `bench/gpu_run.sh wait 420 > $OUT/wait2.log`.
 # GPU_RUN_ALLOC=plain GPU_RUN_PROBE_TWICE=1 GPU_RUN_HELDOUT=0: the whole DAG's forecasts judged with probes and jobs
 # under one allocator (the twenty-fourth run: 25.3 device minutes to the DAG's end, `wait` in three calls, each sent
 # at once); GPU_RUN_ALLOC_AB=1 then adds about 6 more (alloc_ab), which that run's 30 held only 4 of.
@@ -109,7 +111,10 @@ all() {
     # GPU_RUN_JUDGE=heldout: the run's held-out configurations instead (the thirteenth run: its machine was lost
     # after the probes, with 9 device minutes left)
     if [ "$GPU_RUN_JUDGE" = heldout ]; then heldout; else judge; fi
-    collect heldout; touch "$RUN/done"; return 0
+    collect heldout
+    # then GPU_RUN_ALLOC_AB=generator: the A/B's generator half, which the twenty-fourth run's budget cut off
+    [ -n "${GPU_RUN_ALLOC_AB:-}" ] && { alloc_ab; collect alloc_ab; }
+    touch "$RUN/done"; return 0
   fi
   # probes carried from an earlier session on this kind of machine (sizing/results/probe/h200 with their provenance)
   # are kept: this run's seconds then judge a forecast made before them; without them, probe here first.
@@ -284,7 +289,7 @@ alloc_ab() {  # does torch's allocator change a job's seconds? (the twenty-secon
   local work=$RUN/alloc_ab; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local common=(--work "$work" --timeout 120 --scorer-precisions --lora-steps)
-  local i a; for i in 1 2 3; do for a in True False; do
+  local i a; [ "${GPU_RUN_ALLOC_AB:-}" = generator ] || for i in 1 2 3; do for a in True False; do
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:$a python3 bench/sizing_gpu.py "${common[@]}" \
       --out "$RUN/alloc_ab/records/detector-$i-expandable_$a" --items 3 --omnigen2-precisions
   done; done
