@@ -93,3 +93,18 @@ def test_the_real_set_loads_what_the_config_names_and_reads_no_built_model(confi
 def test_a_component_without_a_built_model_is_named(configs):
     with pytest.raises(ValueError, match="component = 'lamp'; allowed: generator, detector, scorer"):
         model_sets.built_models(configs["smoke"], "lamp")
+
+
+def test_the_real_detectors_params_carry_its_checkpoints_bytes(configs, tmp_path, monkeypatch):
+    """A user's checkpoint is no job's output, so the output check leaves it alone: replaced at the same path, it
+    would stale nothing. Its sha256 in the params makes the keypoints and HEF jobs that read it run again."""
+    import hashlib
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the digest cache lives under ~/.cache/fourloops
+    ckpt = tmp_path / "rfdetr.pth"
+    config = {**configs["real"], "keypoints": {**configs["real"]["keypoints"], "weights": str(ckpt)}}
+    assert model_sets.detector(config)["weights_sha256"] is None  # no file: the preflight names it
+    for data in (b"first checkpoint", b"another checkpoint"):
+        ckpt.write_bytes(data)
+        assert model_sets.detector(config)["weights_sha256"] == hashlib.sha256(data).hexdigest()
+    assert "weights_sha256" not in model_sets.detector(configs["smoke"])  # a built model is a job's input instead

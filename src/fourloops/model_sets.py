@@ -42,7 +42,30 @@ def detector(config: dict) -> dict:
         det["weights"] = sizing_model("detector", "rfdetr-keypoint.pth")
     else:
         det["weights"] = os.path.expanduser(det["weights"])
+        # the user's checkpoint is no job's output, so the output check leaves its bytes alone: they go in the
+        # params instead, and another checkpoint at the same path makes the jobs that read it stale
+        det["weights_sha256"] = checkpoint_sha256(det["weights"])
     return det
+
+
+CHECKPOINT_HASHES = "~/.cache/fourloops/checkpoints.json"  # sha256 by path and stat, across working directories
+
+
+def checkpoint_sha256(path: str) -> str | None:
+    """The file's sha256, read once per (path, size, mtime, ctime, inode) and kept in CHECKPOINT_HASHES (every
+    Snakemake process of a run parses the workflow); None when there is no file (the preflight names it)."""
+    from pathlib import Path
+
+    from fourloops.verify import HashCache
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    cache = HashCache(os.path.expanduser(CHECKPOINT_HASHES))
+    digest = cache.sha256(os.path.abspath(path), Path(path), st)
+    cache.save()
+    return digest
 
 
 def scorer(config: dict) -> dict:
