@@ -107,6 +107,9 @@ def test_a_hub_model_runs_only_at_a_commit_and_a_pinned_one_missing_from_the_cac
     for moving in ("main", "v1.0", "0f72fa9"):
         assert f"config generator.revision = {moving!r} is not a commit" in check(
             hub_need("OmniGen2/OmniGen2", moving, "generator.revision", "generate"))
+    absent = str(tmp_path / "omnigen2")  # a local path, not a hub id: named as a directory, no revision asked
+    weights = [n for n in generator_needs({**generator, "model": absent}, "generate") if n.what == absent]
+    assert [n.kind for n in weights] == ["model_dir"] and absent in check(weights[0])
     commit = COMMIT
     pinned = hub_need("OmniGen2/OmniGen2", commit, "generator.revision", "generate")
     assert (pinned.kind, pinned.revision) == ("hf_model", commit)

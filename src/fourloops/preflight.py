@@ -41,11 +41,14 @@ class Need:
 def generator_needs(gen: dict, rule: str) -> list[Need]:
     """A real generator load: its device, its package, its weights (a local directory or a hub snapshot). Here, not
     in the generate stage, so the LoRA stages that load the same generator's parts need nothing of its inference."""
+    # the loader's own rule for a local path (private, and not renamed: hub.py's bytes are in the jobs' lineage)
+    from fourloops.hub import _looks_like_path
+
     out = [Need("device", gen["device"], rule=rule)]
     if gen["backend"] == "omnigen2":
         out.append(Need("package", "omnigen2", rule=rule))
-    if Path(os.path.expanduser(gen["model"])).is_dir():
-        out.append(Need("model_dir", os.path.expanduser(gen["model"]), rule=rule))
+    if Path(os.path.expanduser(gen["model"])).is_dir() or _looks_like_path(gen["model"]):
+        out.append(Need("model_dir", os.path.expanduser(gen["model"]), rule=rule))  # not a hub id: no revision
     else:
         out.append(hub_need(gen["model"], gen.get("revision"), "generator.revision", rule))
     return out
