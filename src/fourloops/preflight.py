@@ -186,8 +186,8 @@ def problems(needs: Iterable[Need], built: Iterable[str] = ()) -> list[str]:
         return any(what == m or what.startswith(m.rstrip(os.sep) + os.sep) for m in made)
 
     seen: dict[tuple, Need] = {}
-    for need in needs:
-        seen.setdefault(need.key(), need)
+    for need in sorted(needs, key=lambda n: n.rule):  # a need several rules share is named by the first rule: the
+        seen.setdefault(need.key(), need)            # same one whatever order Snakemake lists the jobs in
     return [msg for need in seen.values() if not by_the_run(need) and (msg := check(need))]
 
 
