@@ -8,7 +8,9 @@ from __future__ import annotations
 # The settings these return are a job's params, so a change shows there; the code is no part of any output.
 LINEAGE = False
 
+import functools
 import os
+from pathlib import Path
 
 SMOKE_GENERATOR_DIR = "models/smoke/generator-{backend}"
 SMOKE_DETECTOR = "models/smoke/rfdetr-keypoint.pth"
@@ -53,17 +55,22 @@ CHECKPOINT_HASHES = "~/.cache/fourloops/checkpoints.json"  # sha256 by path and 
 
 def checkpoint_sha256(path: str) -> str | None:
     """The file's sha256, read once per (path, size, mtime, ctime, inode) and kept in CHECKPOINT_HASHES (every
-    Snakemake process of a run parses the workflow); None when there is no file (the preflight names it)."""
-    from pathlib import Path
-
-    from fourloops.verify import HashCache
-
+    Snakemake process of a run parses the workflow, and each parse asks once per rule); None when there is no file
+    (the preflight names it)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
+    return _checkpoint_sha256(os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@functools.cache
+def _checkpoint_sha256(path: str, *stat_key: int) -> str:
+    """One cache file read per file state in a process (`stat_key` keys it; HashCache checks the same fields)."""
+    from fourloops.verify import HashCache
+
     cache = HashCache(os.path.expanduser(CHECKPOINT_HASHES))
-    digest = cache.sha256(os.path.abspath(path), Path(path), st)
+    digest = cache.sha256(path, Path(path), os.stat(path))
     cache.save()
     return digest
 

@@ -531,26 +531,25 @@ class Workflow:
             jobs = [j for j in jobs if placed.where.get(str(j.output[0]), "").startswith("here")]
         return jobs
 
-    def _needs(self, jobs, unpinned: bool) -> list:
-        """The jobs' stage needs: only the `unpinned` ones (a hub revision that is no commit), or all but those."""
-        return [n for j in jobs for n in self.stage(j.rule.name).needs_for(dict(j.params.items()))
-                if (n.kind == "unpinned") == unpinned]
+    def _pending_needs(self, dag, keep) -> list[str]:
+        """preflight.problems over the stage needs `keep(job, need)` takes of the pending jobs; a model file or
+        directory the run's own jobs write (the sizing set's models) is made by the run, not missing."""
+        from fourloops import preflight
+
+        needs = [n for j in dag.needrun_jobs() if j.rule.output
+                 for n in self.stage(j.rule.name).needs_for(dict(j.params.items())) if keep(j, n)]
+        return preflight.problems(needs, [str(f) for j in dag.jobs if j.rule.output for f in j.output])
 
     def config_problems(self, dag) -> list[str]:
         """Each pending job's hub revision that is no commit, wherever the job runs: the config's, not a machine's
         (`fourloops plan` names them; a real run refuses them before any job, pod or node)."""
-        from fourloops import preflight
-
-        built = [str(f) for j in dag.jobs if j.rule.output for f in j.output]  # models the run builds (sizing)
-        return preflight.problems(self._needs([j for j in dag.needrun_jobs() if j.rule.output], True), built)
+        return self._pending_needs(dag, lambda job, need: need.kind == "unpinned")
 
     def preflight_problems(self, dag) -> list[str]:
         """What this machine lacks for its own pending jobs (a remote job's machine needs are met, or not, on its
-        machine), then config_problems."""
-        from fourloops import preflight
-
-        built = [str(f) for j in dag.jobs if j.rule.output for f in j.output]  # models the run builds (sizing)
-        return preflight.problems(self._needs(self.local_jobs(dag), False), built) + self.config_problems(dag)
+        machine), and config_problems."""
+        here = {id(j) for j in self.local_jobs(dag)}
+        return self._pending_needs(dag, lambda job, need: id(job) in here or need.kind == "unpinned")
 
     def before_first_job(self, dag) -> None:
         """onstart: refuse what cannot fit (seconds, no torch), then, for a real run, what is missing here;
