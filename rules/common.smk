@@ -96,6 +96,10 @@ if _lora_problems := lora_config_problems(config):
     raise WorkflowError("invalid config (nothing was run or written):\n  " + "\n  ".join(_lora_problems))
 ASKS = FOURLOOPS.resources()
 LINEAGE = FOURLOOPS.lineage_param()
+# On the real set, the local weight directories a rule's jobs load, with their digest (a param: other weights at the
+# same path stale those jobs); {} for hub ids, whose pinned commit is in the params, and on the smoke and sizing sets.
+GENERATOR_WEIGHTS = model_sets.local_weights(config, "generator")
+SCORER_WEIGHTS = model_sets.local_weights(config, "scorer")
 # Once Snakemake's DAG has its jobs, before it decides which must run, their outputs are checked against their
 # provenance records (a corrupted one reruns); a stash of last good outputs left by a killed run was settled when
 # FOURLOOPS was made, before it read the records (fourloops.keep).

@@ -17,6 +17,7 @@ rule generate:
         job=with_config(get_generate_params),
         model_set=config["model_set"],
         lineage=LINEAGE,
+        **GENERATOR_WEIGHTS,
     threads: 1
     resources:
         **ASKS,

@@ -23,6 +23,7 @@ rule grades:
         job=with_config(get_grades_params),
         model_set=config["model_set"],
         lineage=LINEAGE,
+        **SCORER_WEIGHTS,
     threads: 1
     resources:
         **ASKS,

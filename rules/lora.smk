@@ -48,6 +48,7 @@ rule lora_embeddings:
         job=with_config(get_lora_embeddings_params),
         model_set=config["model_set"],
         lineage=LINEAGE,
+        **GENERATOR_WEIGHTS,
     threads: 1
     resources:
         **ASKS,
@@ -77,6 +78,7 @@ rule lora_train:
         checkpoint_dir=lora_checkpoints(config),
         model_set=config["model_set"],
         lineage=LINEAGE,
+        **GENERATOR_WEIGHTS,
     threads: 1
     resources:
         **ASKS,

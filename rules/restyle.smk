@@ -17,6 +17,7 @@ rule restyle:
         job=with_config(get_restyle_params),
         model_set=config["model_set"],
         lineage=LINEAGE,
+        **GENERATOR_WEIGHTS,
     threads: 1
     resources:
         **ASKS,

@@ -108,3 +108,74 @@ def test_the_real_detectors_params_carry_its_checkpoints_bytes(configs, tmp_path
         ckpt.write_bytes(data)
         assert model_sets.detector(config)["weights_sha256"] == hashlib.sha256(data).hexdigest()
     assert "weights_sha256" not in model_sets.detector(configs["smoke"])  # a built model is a job's input instead
+
+
+# One parse of the real workflow by Snakemake's API: the params Snakemake gives each job that loads a model, and the
+# ladder's lineage digest (what staleness follows downstream), as JSON on the last line.
+_PARSE = '''
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+from fourloops.smk import workflow_of
+repo, workdir, configfile = sys.argv[1:4]
+with SnakemakeApi(OutputSettings()) as api:
+    wf = api.workflow(resource_settings=ResourceSettings(), config_settings=ConfigSettings(configfiles=[Path(configfile)]),
+                      snakefile=Path(repo) / "Snakefile", workdir=Path(workdir))._workflow
+    view, style = workflow_of(wf), next(iter(wf.config["restyle"]["styles"]))
+    jobs = {"generate": {"condition": "D"}, "restyle": {"style": style}, "lora_embeddings": {}, "lora_train": {},
+            "grades": {"style": style}}
+    out = {rule: view.params(rule, wc).get("local_weights") for rule, wc in jobs.items()}
+    print(json.dumps({**out, "ladder lineage": view.lineage("ladder", {})}))
+'''
+
+
+def test_local_weight_directories_on_the_real_set_stale_the_jobs_that_load_them(configs, tmp_path):
+    """A generator or scorer given as a local directory is no job's output, so the output check leaves it alone and
+    no revision names it: its digest in the params of the jobs that load it (the figure their provenance records)
+    makes other weights at the same path stale them and everything downstream. Hub ids and the built sets gain no
+    param, so none of their jobs reruns."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import snakemake_env
+    from fourloops.hub import local_dir_digest
+
+    assert all(model_sets.local_weights(configs[s], c) == {} for s in ("smoke", "sizing", "real")
+               for c in ("generator", "scorer"))  # the shipped config names hub ids
+    gen, base, adapter = (tmp_path / "weights" / name for name in ("generator", "scorer", "adapter"))
+    for d, files in ((gen, {"config.json": b"{}", "transformer/model.safetensors": b"first weights",
+                            ".cache/huggingface/download.lock": b"not weights"}),
+                     (base, {"config.json": b"{}"}), (adapter, {"adapter_model.safetensors": b"lora"})):
+        for rel, data in files.items():
+            (d / rel).parent.mkdir(parents=True, exist_ok=True)
+            (d / rel).write_bytes(data)
+    configfile = tmp_path / "local.yaml"
+    configfile.write_text(yaml.safe_dump({"model_set": "real", "generator": {"model": str(gen)},
+                                          "grades": {"scorer": str(base), "adapter": str(adapter)}}))
+    env = snakemake_env(HOME=str(tmp_path / "home"))  # the digests' cache lives under ~/.cache/fourloops
+
+    def parse() -> tuple[dict, str]:
+        proc = subprocess.run([sys.executable, "-c", _PARSE, str(REPO), str(tmp_path), str(configfile)],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+    def said(d: Path) -> dict:  # the loaders' own digest, each file read (fourloops.hub)
+        return {"path": str(d), "sha256": local_dir_digest(d)}
+
+    first, err = parse()
+    loads_generator = ("generate", "restyle", "lora_embeddings", "lora_train")
+    assert all(first[rule] == {"generator": said(gen)} for rule in loads_generator), first
+    assert first["grades"] == {"scorer": said(base), "adapter": said(adapter)}
+    assert f"read the sha256 of 2 of the 2 file(s) of {gen} " in err  # the hidden download lock is no weight
+
+    (gen / "transformer" / "model.safetensors").write_bytes(b"other weights")  # the same size, at the same path
+    second, err = parse()
+    assert all(second[rule] == {"generator": said(gen)} != first[rule] for rule in loads_generator)
+    assert second["grades"] == first["grades"] and second["ladder lineage"] != first["ladder lineage"]
+    assert f"read the sha256 of 1 of the 2 file(s) of {gen} " in err  # the unchanged file came from the cache
+
+    third, err = parse()
+    assert third == second and "read the sha256" not in err  # every file from the cache: a parse stats, reads none

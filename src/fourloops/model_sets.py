@@ -10,6 +10,7 @@ LINEAGE = False
 
 import functools
 import os
+import sys
 from pathlib import Path
 
 SMOKE_GENERATOR_DIR = "models/smoke/generator-{backend}"
@@ -50,29 +51,86 @@ def detector(config: dict) -> dict:
     return det
 
 
-CHECKPOINT_HASHES = "~/.cache/fourloops/checkpoints.json"  # sha256 by path and stat, across working directories
+# sha256 by path and stat, across working directories: a user's checkpoint file and local weight directories
+LOCAL_WEIGHT_HASHES = "~/.cache/fourloops/checkpoints.json"
 
 
 def checkpoint_sha256(path: str) -> str | None:
-    """The file's sha256, read once per (path, size, mtime, ctime, inode) and kept in CHECKPOINT_HASHES (every
+    """The file's sha256, read once per (path, size, mtime, ctime, inode) and kept in LOCAL_WEIGHT_HASHES (every
     Snakemake process of a run parses the workflow, and each parse asks once per rule); None when there is no file
     (the preflight names it)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return _checkpoint_sha256(os.path.abspath(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    path = os.path.abspath(path)
+    return _sha256s(path, ((path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),))[0]
 
 
 @functools.cache
-def _checkpoint_sha256(path: str, *stat_key: int) -> str:
-    """One cache file read per file state in a process (`stat_key` keys it; HashCache checks the same fields)."""
+def _sha256s(where: str, states: tuple[tuple, ...]) -> tuple[str, ...]:
+    """Each file's sha256: one cache file read per set of file states in a process (path, size, mtime, ctime,
+    inode: the fields HashCache checks), and a file read only when the cache has not seen that state. `where`
+    names them in the one line said when files were read (a first parse over tens of GiB takes a while)."""
     from fourloops.verify import HashCache
 
-    cache = HashCache(os.path.expanduser(CHECKPOINT_HASHES))
-    digest = cache.sha256(path, Path(path), os.stat(path))
+    cache = HashCache(os.path.expanduser(LOCAL_WEIGHT_HASHES))
+    digests = tuple(cache.sha256(path, Path(path), os.stat(path)) for path, *_ in states)
+    if cache.hashed:
+        gib = sum(size for _, size, *_ in states) / 2**30
+        print(f"fourloops: read the sha256 of {cache.hashed} of the {len(states)} file(s) of {where} ({gib:.2f} GiB "
+              f"in all) once; kept by path and stat in {LOCAL_WEIGHT_HASHES}", file=sys.stderr)
     cache.save()
-    return digest
+    return digests
+
+
+def local_dir_sha256(root: str) -> str | None:
+    """A local weight directory's digest: sha256 over (relative path, size, sha256) of every non-hidden file, sorted,
+    the same figure a generate or grades job records as its `local_dir_sha256` revision (fourloops.hub), but each
+    file read once per state (LOCAL_WEIGHT_HASHES); None when there is no such directory (the preflight names it)."""
+    import hashlib
+
+    base = Path(os.path.expanduser(root))
+    if not base.is_dir():
+        return None
+    files = sorted(p for p in base.rglob("*")  # in hub.local_dir_digest's order: Path's, not the strings'
+                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(base).parts))
+    states = []
+    for p in files:
+        st = p.stat()
+        states.append((os.path.abspath(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    digest = hashlib.sha256()
+    for p, state, sha in zip(files, states, _sha256s(str(base), tuple(states))):
+        digest.update(f"{p.relative_to(base).as_posix()}\t{state[1]}\t{sha}\n".encode())
+    return digest.hexdigest()
+
+
+def _local(model: str) -> bool:
+    """The loaders' own rule (fourloops.hub.resolve_model): an existing path, or a name shaped like one, is a local
+    directory; anything else is a hub id (private, and not renamed: hub.py's bytes are in the jobs' lineage)."""
+    from fourloops.hub import _looks_like_path
+
+    return Path(model).expanduser().exists() or _looks_like_path(model)
+
+
+def local_weights(config: dict, component: str) -> dict:
+    """A param for the rules whose jobs load `component` (generator: generate, restyle and the LoRA's two jobs;
+    scorer: grades): on the real set, each local weight directory they load with its digest, so other weights put at
+    the same path make those jobs stale, as a new hub revision does through the params. {} for hub ids (their
+    pinned commit is in the params) and on the smoke and sizing sets (their models are jobs' outputs, which the
+    output check covers): a rule's params gain nothing there, and no job of theirs reruns."""
+    if config["model_set"] != "real":
+        return {}
+    if component == "generator":
+        dirs = {"generator": generator(config)["model"]}
+    elif component == "scorer":
+        s = scorer(config)
+        dirs = {"scorer": s["base"], "adapter": s["adapter"]}
+    else:
+        raise ValueError(f"component = {component!r}; allowed: generator, scorer")
+    found = {name: {"path": os.path.expanduser(model), "sha256": local_dir_sha256(model)}
+             for name, model in dirs.items() if _local(model)}
+    return {"local_weights": found} if found else {}
 
 
 def scorer(config: dict) -> dict:
