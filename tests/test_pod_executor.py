@@ -236,6 +236,17 @@ def test_a_pod_jobs_unpinned_model_is_refused_on_the_desk_and_a_pinned_one_is_wh
     # the desk's own job (keypoints: no CUDA, no checkpoint here) is what stops this one; nothing started
     assert run.returncode != 0 and "(rule keypoints)" in out and "config generator.revision" not in out, out[-3000:]
     assert not (work / "results").exists() and not any((tmp_path / "pod-state").glob("*"))
+    # a generator directory of this machine: the pod's container would not have it; named before a pod is rented
+    local = tmp_path / "weights" / "omnigen2"
+    local.mkdir(parents=True)
+    (local / "config.json").write_text("{}")
+    (tmp_path / "local.yaml").write_text(f"generator:\n  model: {local}\n")
+    run = subprocess.run(cmd + ["--configfile", str(tmp_path / "local.yaml"), "--", "results/fit/A.json"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and "nothing was started" in out, out[-3000:]
+    assert f"config generator.model = '{local}' is a directory on this machine (rule generate, " in out, out[-3000:]
+    assert not (work / "results").exists() and not any((tmp_path / "pod-state").glob("*"))
 
 
 def test_the_pods_download_runs_once_per_repo_at_its_commit():

@@ -113,6 +113,9 @@ def _local(model: str) -> bool:
     return Path(model).expanduser().exists() or _looks_like_path(model)
 
 
+LOCAL_WEIGHT_KEYS = {"generator": "generator.model", "scorer": "grades.scorer", "adapter": "grades.adapter"}
+
+
 def local_weights(config: dict, component: str) -> dict:
     """A param for the rules whose jobs load `component` (generator: generate, restyle and the LoRA's two jobs;
     scorer: grades): on the real set, each local weight directory they load with its digest, so other weights put at

@@ -547,9 +547,31 @@ class Workflow:
 
     def preflight_problems(self, dag) -> list[str]:
         """What this machine lacks for its own pending jobs (a remote job's machine needs are met, or not, on its
-        machine), and config_problems."""
+        machine), config_problems, and the local weight directories of pod jobs."""
         here = {id(j) for j in self.local_jobs(dag)}
-        return self._pending_needs(dag, lambda job, need: id(job) in here or need.kind == "unpinned")
+        return (self._pending_needs(dag, lambda job, need: id(job) in here or need.kind == "unpinned")
+                + self.pod_directory_problems(dag, here))
+
+    def pod_directory_problems(self, dag, here: set[int]) -> list[str]:
+        """A RunPod pod's job that would load weights from a directory of this machine (its `local_weights` param):
+        the pod's fresh container has none of this machine's files and the executor uploads job inputs only, so
+        the job would fail there after the pod is paid for. A SLURM node reads the shared filesystem: not refused."""
+        if self.executor() != "runpod":
+            return []
+        from fourloops.model_sets import LOCAL_WEIGHT_KEYS
+
+        found: dict[tuple[str, str], str] = {}
+        for job in dag.needrun_jobs():
+            if not job.rule.output or id(job) in here:
+                continue
+            weights = self.params(job.rule.name, dict(job.wildcards.items())).get("local_weights") or {}
+            for name, w in weights.items():  # named by the first rule by name (needrun order is a set's)
+                where = (LOCAL_WEIGHT_KEYS[name], w["path"])
+                found[where] = min(found.get(where, job.rule.name), job.rule.name)
+        return [f"config {key} = {path!r} is a directory on this machine (rule {rule}, which runs on a RunPod pod): "
+                "the pod's container has none of this machine's files and nothing uploads weights; name the hub id "
+                "pinned at a commit (the pod downloads it), or run without `--executor runpod`"
+                for (key, path), rule in sorted(found.items())]
 
     def before_first_job(self, dag) -> None:
         """onstart: refuse what cannot fit (seconds, no torch), then, for a real run, what is missing here;
