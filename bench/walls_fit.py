@@ -980,11 +980,35 @@ def fitted() -> dict:
             "detector_activations_576": one, "activations_batch_shared": share}
 
 
+_HELD_LINE = re.compile(r"- held-out configurations \((?P<run>.+?) run(?:, (?P<how>[^)]*))?\): (?P<n>\d+), wall ask/NVML - 1 "
+                        r"from (?P<a0>\S+) to (?P<a1>\S+); below the driver: (?P<below>\d+); over \+10%: (?P<over>\d+); "
+                        r"model/NVML - 1 from (?P<m0>\S+) to (?P<m1>\S+)$")
+
+
+def readme_rows(text: str) -> list[str]:
+    """The table's held-out summary lines as the README's table rows (run, allocator, configurations, wall ask/NVML
+    - 1, below the driver, over +10%, model/NVML - 1), in the table's order."""
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("- held-out configurations"):
+            m = _HELD_LINE.fullmatch(line)
+            if m is None:
+                raise ValueError(f"a held-out line of {TABLE.name} in no known form: {line!r}")
+            how = m["how"] or "default"
+            rows.append(f"| {m['run']} | {how} | {m['n']} | {m['a0']} to {m['a1']} | {m['below']} | {m['over']} | "
+                        f"{m['m0']} to {m['m1']} |")
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"write {TABLE.relative_to(REPO)}")
+    ap.add_argument("--readme", action="store_true", help="print the held-out rows of the README's table only")
     args = ap.parse_args(argv)
     text = table()
+    if args.readme:
+        print("\n".join(readme_rows(text)))
+        return 0
     if args.write:
         TABLE.write_text(text)
     print(text)

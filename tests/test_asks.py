@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 
 import pytest
 
@@ -373,10 +374,20 @@ def test_a_scorer_probe_is_judged_by_the_instruction_its_question_quoted(walls_f
 
 
 def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_fit):
-    quoted = [line[2:] for line in walls_fit.TABLE.read_text().splitlines() if line.startswith("- held-out configurations")]
-    readme = " ".join((REPO / "README.md").read_text().split())
+    text = walls_fit.TABLE.read_text()
+    quoted = [line[2:] for line in text.splitlines() if line.startswith("- held-out configurations")]
     assert len(quoted) == len(walls_fit.HELDOUT_RUNS) + len(walls_fit.EXPANDABLE_RUNS) + len(
-        walls_fit.EXPANDABLE_JUDGED) and all(q in readme for q in quoted), quoted
+        walls_fit.EXPANDABLE_JUDGED), quoted
+    # the README's table: one row per summary line, in its order, every figure as the line has it
+    rows = walls_fit.readme_rows(text)
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(rows) == len(quoted) and rows == [line for line in lines if line in rows], rows
+    for row, q in zip(rows, quoted):  # the row says what its line says: the run, the count, both ranges
+        run, figures = q.removeprefix("held-out configurations (").split(" run", 1)
+        count, ranges = figures.split(": ", 1)[1].split(", ", 1)[0], re.findall(r"from (\S+) to (\S+?)[;]?(?: |$)", q)
+        assert row.startswith(f"| {run} |") and f"| {count} |" in row and [
+            f"{lo} to {hi}" in row for lo, hi in ranges] == [True, True], (row, q)
+    readme = " ".join(lines)
     # and the two overhead forms, each fitted on the records before a run, on that run's held-out probes
     bounded = [line[2:] for line in walls_fit.TABLE.read_text().splitlines() if "; bounded " in line]
     measured = " ".join((REPO / "docs" / "measured.md").read_text().split())  # the README points there for the rest
