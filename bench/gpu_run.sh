@@ -285,7 +285,8 @@ alloc_ab() {  # does torch's allocator change a job's seconds? (the twenty-secon
   # expandable segments, loaded in 9.1 and 10.3 s; the keypoints jobs after it, under the default allocator, in 5.9-6.8 s;
   # the generator's 15.3 s against 11.7-14.3). The same probes, each in its own process, the allocators alternating:
   # the detector three times each, then the generator (bf16, 512 px, 1 reference, 8 steps) twice each
-  say "allocator A/B: the detector's and the generator's probes, each allocator in turn"
+  if [ "${GPU_RUN_ALLOC_AB:-}" = generator ]; then say "allocator A/B: the generator's probes, each allocator in turn"
+  else say "allocator A/B: the detector's and the generator's probes, each allocator in turn"; fi
   local work=$RUN/alloc_ab; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local common=(--work "$work" --timeout 120 --scorer-precisions --lora-steps)

@@ -169,13 +169,34 @@ def test_local_weight_directories_on_the_real_set_stale_the_jobs_that_load_them(
     loads_generator = ("generate", "restyle", "lora_embeddings", "lora_train")
     assert all(first[rule] == {"generator": said(gen)} for rule in loads_generator), first
     assert first["grades"] == {"scorer": said(base), "adapter": said(adapter)}
-    assert f"read the sha256 of 2 of the 2 file(s) of {gen} " in err  # the hidden download lock is no weight
+    assert f"reading the sha256 of 2 of the 2 file(s) of {gen} " in err  # the hidden download lock is no weight
 
     (gen / "transformer" / "model.safetensors").write_bytes(b"other weights")  # the same size, at the same path
     second, err = parse()
     assert all(second[rule] == {"generator": said(gen)} != first[rule] for rule in loads_generator)
     assert second["grades"] == first["grades"] and second["ladder lineage"] != first["ladder lineage"]
-    assert f"read the sha256 of 1 of the 2 file(s) of {gen} " in err  # the unchanged file came from the cache
+    assert f"reading the sha256 of 1 of the 2 file(s) of {gen} " in err  # the unchanged file came from the cache
 
     third, err = parse()
-    assert third == second and "read the sha256" not in err  # every file from the cache: a parse stats, reads none
+    assert third == second and "reading the sha256" not in err  # every file from the cache: a parse stats, reads none
+
+
+def test_weights_behind_a_symlinked_subdirectory_stale_too_and_a_checkpoint_path_that_is_no_file_is_none(tmp_path,
+                                                                                                        monkeypatch):
+    """A hand-assembled model directory links its transformer from elsewhere: the weights behind the link are in the
+    digest (the jobs' own record does not enter the link); a link back up the tree is read once. A checkpoint path
+    that is a directory gives no digest instead of a traceback at parse time (the preflight names it)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    model, elsewhere = tmp_path / "model", tmp_path / "elsewhere"
+    (model / "vae").mkdir(parents=True)
+    elsewhere.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "transformer").symlink_to(elsewhere, target_is_directory=True)
+    (model / "vae" / "up").symlink_to(model, target_is_directory=True)
+    digests = []
+    for data in (b"weights", b"others!"):
+        (elsewhere / "model.safetensors").write_bytes(data)
+        model_sets._sha256s.cache_clear()
+        digests.append(model_sets.local_dir_sha256(str(model)))
+    assert None not in digests and digests[0] != digests[1]
+    assert model_sets.checkpoint_sha256(str(model)) is None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, pinned, snakemake_env
+from conftest import COMMIT, REPO, pinned, snakemake_env
 
 FOURLOOPS = str(Path(sys.executable).with_name("fourloops"))
 
@@ -85,6 +85,16 @@ def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
     assert bill["billed_s"] == pytest.approx(bill["gpu_s"] + sum(bill["idle_s"].values()), abs=0.05 * 8)
     assert bill["billed_s"] > bill["floor_s"] > bill["gpu_s"]
     assert bill["cost_usd"] > p["totals"]["pod"]["cost_usd"] and set(bill["order"]) == {j["output"] for j in gen}
+    # the generator as a directory of this machine, its hub commit left in the config: the loader refuses the
+    # revision, and a pod has none of this machine's files; the plan names both, as a run would before any pod
+    local = tmp_path / "omnigen2"
+    (tmp_path / "local.yaml").write_text(f"generator:\n  model: {local}\n")
+    proc = plan_proc(tmp_path, *real, "--configfile", pinned(tmp_path), str(tmp_path / "local.yaml"), "--",
+                     "results/ladder.csv")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert [line.split(" (rule ")[0] for line in json.loads(proc.stdout)["config_problems"]] == [
+        f"config generator.revision = '{COMMIT}' was given for the local directory {local}",
+        f"config generator.model = '{local}' is a directory on this machine"], proc.stdout[-3000:]
 
 
 def test_a_plan_with_a_refused_job_exits_2_and_names_the_wall(tmp_path):

@@ -79,7 +79,7 @@ def test_a_model_the_run_builds_is_not_missing_nor_unpinned_before_it_exists(tmp
     base, adapter = tmp_path / "models/sizing/scorer/base", tmp_path / "models/sizing/scorer/adapter"
     needs = scorer_needs({"device": "cpu", "precision": "bf16", "base": str(base), "base_revision": None,
                           "adapter": str(adapter), "adapter_revision": None}, "probe_model")
-    assert [n.kind for n in needs] == ["device", "unpinned", "unpinned"]
+    assert [n.kind for n in needs] == ["device", "model_dir", "adapter_dir"]  # paths: directories, not hub ids
     assert problems(needs, built=[str(tmp_path / "models/sizing/scorer")]) == []
     lines = problems(needs + [Need("unpinned", "org/other", "grades.scorer_revision", rule="grades")],
                      built=[str(tmp_path / "models/sizing/scorer")])
@@ -115,3 +115,31 @@ def test_a_hub_model_runs_only_at_a_commit_and_a_pinned_one_missing_from_the_cac
     assert (pinned.kind, pinned.revision) == ("hf_model", commit)
     text = check(pinned)
     assert str(hf_home) in text and f"hf download OmniGen2/OmniGen2 --revision {commit}" in text
+
+
+def test_a_local_directory_takes_no_revision_and_an_adapter_directory_is_checked_as_one(tmp_path):
+    """The loader refuses a revision given for a local directory, but only inside the GPU job: the preflight names
+    it with its key first. An adapter directory (config grades.adapter) is checked as a PEFT adapter, under its
+    own key, not asked for a hub commit."""
+    from conftest import COMMIT
+    from fourloops.declarations.grades import scorer_needs
+    from fourloops.preflight import CONFIG_KINDS, generator_needs
+
+    model = tmp_path / "omnigen2"
+    model.mkdir()
+    gen = {"device": "cpu", "backend": "qwen_image_edit", "model": str(model), "revision": COMMIT}
+    [weights] = [n for n in generator_needs(gen, "generate") if n.what == str(model)]
+    assert weights.kind in CONFIG_KINDS and check(weights) == (
+        f"config generator.revision = '{COMMIT}' was given for the local directory {model} (rule generate); a "
+        "revision pins a hub id, and a directory is pinned by its bytes: set generator.revision to null, or name "
+        "the hub id instead of the directory")
+    adapter = tmp_path / "my-adapter"
+    s = {"device": "cpu", "precision": "bf16", "base": "Qwen/Qwen3-VL-8B-Instruct", "base_revision": COMMIT,
+         "adapter": str(adapter), "adapter_revision": None}
+    [need] = [n for n in scorer_needs(s, "grades") if n.what == str(adapter)]
+    assert check(need) == (f"adapter directory {adapter} (config grades.adapter, rule grades): does not exist (or is "
+                           "not a directory); point grades.adapter at a PEFT adapter directory or a Hugging Face id")
+    adapter.mkdir()
+    assert "holds no adapter_config.json" in check(need)
+    (adapter / "adapter_config.json").write_text("{}")
+    assert check(need) is None

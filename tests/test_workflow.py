@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FAKE_SECRETS, REPO, SNAKEMAKE, job_process, run_snakemake, snakemake_env
+from conftest import COMMIT, FAKE_SECRETS, REPO, SNAKEMAKE, job_process, pinned, run_snakemake, snakemake_env
 from test_lifeline import MARKER, processes_with  # processes of a run found by a marker, never by name
 
 N_AZ = 8
@@ -145,12 +145,14 @@ def test_real_run_without_cuda_or_weights_stops_before_any_job(tmp_path):
     work = tmp_path / "real"
     work.mkdir()
     env = snakemake_env(HF_HOME=str(tmp_path / "empty-hf-home"))
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(work), "results/ladder.csv"]
+    # pinned (an unpinned revision is named before the cache is looked in: tests/test_plan.py, test_pod_executor.py)
+    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(work), "--configfile", pinned(tmp_path), "--",
+           "results/ladder.csv"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    for words in ("device cuda", "config generator.revision is not set", "OmniGen2/OmniGen2",
-                  "weights /", "profiles/smoke", "nothing was started"):
+    for words in ("device cuda", f"model OmniGen2/OmniGen2 at revision {COMMIT}", "is not in the Hugging Face cache",
+                  f"HF_HOME={tmp_path / 'empty-hf-home'}", "weights /", "profiles/smoke", "nothing was started"):
         assert words in out, (words, out[-3000:])
     assert not (work / "results").exists()
     assert not (work / "models").exists()

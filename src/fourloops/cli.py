@@ -55,7 +55,7 @@ def plan(args) -> int:
     else:
         print(planmod.format_plan(result))
     if not result["ok"] or result.get("config_problems"):
-        return 2  # a job is refused: by the walls, or by its config (a hub revision that is no commit)
+        return 2  # a job is refused: by the walls, or by its config (weights a run would not load)
     return 3 if result.get("locked") else 0  # a run would not start until `snakemake --unlock`
 
 

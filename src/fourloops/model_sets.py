@@ -58,50 +58,69 @@ LOCAL_WEIGHT_HASHES = "~/.cache/fourloops/checkpoints.json"
 def checkpoint_sha256(path: str) -> str | None:
     """The file's sha256, read once per (path, size, mtime, ctime, inode) and kept in LOCAL_WEIGHT_HASHES (every
     Snakemake process of a run parses the workflow, and each parse asks once per rule); None when there is no file
-    (the preflight names it)."""
+    to read there (none, a directory, an unreadable one: the preflight names it)."""
     try:
         st = os.stat(path)
+        if not os.path.isfile(path):
+            return None
+        path = os.path.abspath(path)
+        return _sha256s(path, ((path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),))[0]
     except OSError:
         return None
-    path = os.path.abspath(path)
-    return _sha256s(path, ((path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),))[0]
 
 
 @functools.cache
 def _sha256s(where: str, states: tuple[tuple, ...]) -> tuple[str, ...]:
     """Each file's sha256: one cache file read per set of file states in a process (path, size, mtime, ctime,
     inode: the fields HashCache checks), and a file read only when the cache has not seen that state. `where`
-    names them in the one line said when files were read (a first parse over tens of GiB takes a while)."""
+    names them in the one line said before files are read (a first parse over tens of GiB takes a while)."""
     from fourloops.verify import HashCache
 
     cache = HashCache(os.path.expanduser(LOCAL_WEIGHT_HASHES))
+    fields = ("size", "mtime_ns", "ctime_ns", "inode")
+    unseen = [s for s in states if "sha256" not in (e := cache.entries.get(s[0], {}))
+              or tuple(e.get(k) for k in fields) != tuple(s[1:])]
+    if unseen:
+        print(f"fourloops: reading the sha256 of {len(unseen)} of the {len(states)} file(s) of {where} "
+              f"({sum(s[1] for s in unseen) / 2**30:.2f} GiB), once: kept by path and stat in {LOCAL_WEIGHT_HASHES}",
+              file=sys.stderr, flush=True)
     digests = tuple(cache.sha256(path, Path(path), os.stat(path)) for path, *_ in states)
-    if cache.hashed:
-        gib = sum(size for _, size, *_ in states) / 2**30
-        print(f"fourloops: read the sha256 of {cache.hashed} of the {len(states)} file(s) of {where} ({gib:.2f} GiB "
-              f"in all) once; kept by path and stat in {LOCAL_WEIGHT_HASHES}", file=sys.stderr)
     cache.save()
     return digests
 
 
 def local_dir_sha256(root: str) -> str | None:
     """A local weight directory's digest: sha256 over (relative path, size, sha256) of every non-hidden file, sorted,
-    the same figure a generate or grades job records as its `local_dir_sha256` revision (fourloops.hub), but each
-    file read once per state (LOCAL_WEIGHT_HASHES); None when there is no such directory (the preflight names it)."""
+    each file read once per state (LOCAL_WEIGHT_HASHES). It is the figure a generate or grades job records as its
+    `local_dir_sha256` revision (fourloops.hub.local_dir_digest), except that it also reads the files under a
+    symlinked subdirectory, which the record's walk does not enter (unchanged there: hub.py's bytes are in the jobs'
+    lineage), so weights swapped behind such a link stale the jobs too. None when there is no directory to read (the
+    preflight names it)."""
     import hashlib
 
     base = Path(os.path.expanduser(root))
     if not base.is_dir():
         return None
-    files = sorted(p for p in base.rglob("*")  # in hub.local_dir_digest's order: Path's, not the strings'
-                   if p.is_file() and not any(part.startswith(".") for part in p.relative_to(base).parts))
-    states = []
-    for p in files:
-        st = p.stat()
-        states.append((os.path.abspath(p), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-    digest = hashlib.sha256()
-    for p, state, sha in zip(files, states, _sha256s(str(base), tuple(states))):
-        digest.update(f"{p.relative_to(base).as_posix()}\t{state[1]}\t{sha}\n".encode())
+    try:
+        files, seen = [], set()
+        for top, dirs, names in os.walk(base, followlinks=True):
+            real = os.path.realpath(top)
+            if real in seen:  # a link back up the tree: its files are listed once
+                dirs[:] = []
+                continue
+            seen.add(real)
+            dirs[:] = [d for d in dirs if not d.startswith(".")]  # hidden: a download's lock and metadata
+            files += [Path(top, n) for n in names if not n.startswith(".") and os.path.isfile(os.path.join(top, n))]
+        files.sort()  # in hub.local_dir_digest's order: Path's, not the strings'
+        states = []
+        for f in files:
+            st = f.stat()
+            states.append((os.path.abspath(f), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+        digest = hashlib.sha256()
+        for f, state, sha in zip(files, states, _sha256s(str(base), tuple(states))):
+            digest.update(f"{f.relative_to(base).as_posix()}\t{state[1]}\t{sha}\n".encode())
+    except OSError:  # an unreadable file: the preflight's own read of the directory names it
+        return None
     return digest.hexdigest()
 
 

@@ -237,7 +237,7 @@ def format_plan(plan: dict) -> str:
     if plan["refusals"]:
         lines += ["", plan["refusals"]]
     if plan.get("config_problems"):
-        lines += ["", "a run would not start until the config pins its weights:"] + [
+        lines += ["", "a run would not start until the config names its weights otherwise:"] + [
             f"  - {p}" for p in plan["config_problems"]]
     return "\n".join(lines)
 

@@ -28,11 +28,14 @@ SMOKE_HINT = (
 class Need:
     """One thing a pending job needs: a device, a model snapshot, a checkpoint file or a package."""
 
-    kind: str  # "device" | "hf_model" | "checkpoint" | "model_dir" | "package" | "executable" | "dfc" | "unpinned"
+    kind: str  # "device" | "hf_model" | "checkpoint" | "model_dir" | "adapter_dir" | "package" | "executable" | "dfc"
+    #            | "unpinned" | "revision_for_dir" (the last two are the config's: CONFIG_KINDS)
     what: str  # "unpinned": a hub id whose revision config key (in `revision`) holds no commit
     revision: str | None = None
     rule: str = ""
-    value: str | None = None  # "unpinned": what that key holds (None: unset; else a branch, a tag or a short hash)
+    # "unpinned", "revision_for_dir": what the revision key holds (None: unset; else a branch, a tag or a short hash);
+    # "model_dir", "adapter_dir": the config key that names the directory
+    value: str | None = None
 
     def key(self) -> tuple:
         return (self.kind, self.what, self.revision)
@@ -41,20 +44,32 @@ class Need:
 def generator_needs(gen: dict, rule: str) -> list[Need]:
     """A real generator load: its device, its package, its weights (a local directory or a hub snapshot). Here, not
     in the generate stage, so the LoRA stages that load the same generator's parts need nothing of its inference."""
-    # the loader's own rule for a local path (private, and not renamed: hub.py's bytes are in the jobs' lineage)
-    from fourloops.hub import _looks_like_path
-
     out = [Need("device", gen["device"], rule=rule)]
     if gen["backend"] == "omnigen2":
         out.append(Need("package", "omnigen2", rule=rule))
-    if Path(os.path.expanduser(gen["model"])).is_dir() or _looks_like_path(gen["model"]):
-        out.append(Need("model_dir", os.path.expanduser(gen["model"]), rule=rule))  # not a hub id: no revision
-    else:
-        out.append(hub_need(gen["model"], gen.get("revision"), "generator.revision", rule))
+    out.append(weights_need(gen["model"], gen.get("revision"), "generator.model", "generator.revision", rule))
     return out
 
 
 COMMIT = re.compile(r"[0-9a-f]{40}")
+# A config that a run would refuse wherever its jobs run (a pod's or a node's machine needs are met there)
+CONFIG_KINDS = frozenset({"unpinned", "revision_for_dir"})
+
+
+def weights_need(model: str, revision: str | None, model_key: str, revision_key: str, rule: str,
+                 kind: str = "model_dir") -> Need:
+    """Where the loaders find `model` (fourloops.hub.resolve_model's rule: an existing path, or a name shaped like
+    one): a local directory, checked as `kind` (a save_pretrained model, or a PEFT adapter: "adapter_dir"), whose
+    revision must be unset (the loader refuses one, in the job); else a hub id, pinned at a commit (hub_need)."""
+    # the loader's own rule for a local path (private, and not renamed: hub.py's bytes are in the jobs' lineage)
+    from fourloops.hub import _looks_like_path
+
+    local = os.path.expanduser(model)
+    if Path(local).exists() or _looks_like_path(model):
+        if revision is not None:
+            return Need("revision_for_dir", local, revision_key, rule=rule, value=revision)
+        return Need(kind, local, rule=rule, value=model_key)
+    return hub_need(model, revision, revision_key, rule)
 
 
 def hub_need(model: str, revision: str | None, key: str, rule: str) -> Need:
@@ -130,13 +145,22 @@ def check(need: Need) -> str | None:
                 "config key that names it (keypoints.weights)"
             )
         return None
-    if need.kind == "model_dir":
-        why = model_dir_problem(need.what)
+    if need.kind == "revision_for_dir":
+        return (f"config {need.revision} = {need.value!r} was given for the local directory {need.what} (rule "
+                f"{need.rule}); a revision pins a hub id, and a directory is pinned by its bytes: set {need.revision} "
+                "to null, or name the hub id instead of the directory")
+    if need.kind in ("model_dir", "adapter_dir"):
+        key = need.value or "generator.model"
+        if not Path(need.what).is_dir():
+            why = "does not exist (or is not a directory)"
+        elif need.kind == "adapter_dir":
+            why = None if (Path(need.what) / "adapter_config.json").is_file() else "holds no adapter_config.json"
+        else:
+            why = model_dir_problem(need.what)
         if why:
-            return (
-                f"model directory {need.what} (rule {need.rule}): {why}; point generator.model at a "
-                "save_pretrained directory or a Hugging Face model id"
-            )
+            what = "a PEFT adapter directory" if need.kind == "adapter_dir" else "a save_pretrained directory"
+            return (f"{need.kind.split('_')[0]} directory {need.what} (config {key}, rule {need.rule}): {why}; point "
+                    f"{key} at {what} or a Hugging Face id")
         return None
     if need.kind == "hf_model":
         from huggingface_hub import snapshot_download
@@ -180,7 +204,7 @@ def problems(needs: Iterable[Need], built: Iterable[str] = ()) -> list[str]:
 
     def by_the_run(need: Need) -> bool:
         # a model the run builds does not exist yet, so a need for it reads as a hub id ("hf_model", "unpinned")
-        if need.kind not in ("model_dir", "checkpoint", "hf_model", "unpinned"):
+        if need.kind not in ("model_dir", "adapter_dir", "checkpoint", "hf_model", "unpinned"):
             return False
         what = os.path.abspath(os.path.expanduser(str(need.what)))
         return any(what == m or what.startswith(m.rstrip(os.sep) + os.sep) for m in made)

@@ -541,33 +541,41 @@ class Workflow:
         return preflight.problems(needs, [str(f) for j in dag.jobs if j.rule.output for f in j.output])
 
     def config_problems(self, dag) -> list[str]:
-        """Each pending job's hub revision that is no commit, wherever the job runs: the config's, not a machine's
-        (`fourloops plan` names them; a real run refuses them before any job, pod or node)."""
-        return self._pending_needs(dag, lambda job, need: need.kind == "unpinned")
+        """What the config gets wrong for the pending jobs wherever they run (a pod's or a node's machine needs are
+        met there): a hub revision that is no commit, a revision given for a local directory, and a pod job's weights
+        in a directory of this machine (`fourloops plan` names them; a real run refuses them before any job)."""
+        from fourloops.preflight import CONFIG_KINDS
+
+        return (self._pending_needs(dag, lambda job, need: need.kind in CONFIG_KINDS)
+                + self.pod_directory_problems(dag))
 
     def preflight_problems(self, dag) -> list[str]:
         """What this machine lacks for its own pending jobs (a remote job's machine needs are met, or not, on its
-        machine), config_problems, and the local weight directories of pod jobs."""
-        here = {id(j) for j in self.local_jobs(dag)}
-        return (self._pending_needs(dag, lambda job, need: id(job) in here or need.kind == "unpinned")
-                + self.pod_directory_problems(dag, here))
+        machine), and config_problems."""
+        from fourloops.preflight import CONFIG_KINDS
 
-    def pod_directory_problems(self, dag, here: set[int]) -> list[str]:
-        """A RunPod pod's job that would load weights from a directory of this machine (its `local_weights` param):
-        the pod's fresh container has none of this machine's files and the executor uploads job inputs only, so
-        the job would fail there after the pod is paid for. A SLURM node reads the shared filesystem: not refused."""
-        if self.executor() != "runpod":
+        here = {id(j) for j in self.local_jobs(dag)}
+        return (self._pending_needs(dag, lambda job, need: id(job) in here or need.kind in CONFIG_KINDS)
+                + self.pod_directory_problems(dag))
+
+    def pod_directory_problems(self, dag) -> list[str]:
+        """A pod job (under the RunPod executor, or planned for a pod: `fourloops plan --machine pod`) that would
+        load weights from a directory of this machine (its `local_weights` param): the pod's fresh container has
+        none of this machine's files and the executor uploads job inputs only, so the job would fail there after
+        the pod is paid for. A SLURM node reads the shared filesystem: not refused."""
+        if self.executor() != "runpod" and self.target != "pod":
             return []
         from fourloops.model_sets import LOCAL_WEIGHT_KEYS
 
+        on_pod = machines.remote_tags("runpod", self.machines)
         found: dict[tuple[str, str], str] = {}
         for job in dag.needrun_jobs():
-            if not job.rule.output or id(job) in here:
+            wc = dict(job.wildcards.items())
+            if not job.rule.output or self.profile(job.rule.name, wc) not in on_pod:
                 continue
-            weights = self.params(job.rule.name, dict(job.wildcards.items())).get("local_weights") or {}
-            for name, w in weights.items():  # named by the first rule by name (needrun order is a set's)
-                where = (LOCAL_WEIGHT_KEYS[name], w["path"])
-                found[where] = min(found.get(where, job.rule.name), job.rule.name)
+            for name, w in (self.params(job.rule.name, wc).get("local_weights") or {}).items():
+                where = (LOCAL_WEIGHT_KEYS[name], w["path"])  # named by the first rule by name (needrun order is a
+                found[where] = min(found.get(where, job.rule.name), job.rule.name)  # set's)
         return [f"config {key} = {path!r} is a directory on this machine (rule {rule}, which runs on a RunPod pod): "
                 "the pod's container has none of this machine's files and nothing uploads weights; name the hub id "
                 "pinned at a commit (the pod downloads it), or run without `--executor runpod`"

@@ -20,25 +20,18 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
 
 
 def scorer_needs(s: dict, rule: str) -> list:
-    """The device; bitsandbytes for nf4; the base and the adapter, each pinned, in the HF cache or a local directory."""
-    import os
-    from pathlib import Path
-
-    from fourloops.preflight import Need, hub_need
+    """The device; bitsandbytes for nf4; the base and the adapter, each a local directory or a hub id pinned at a
+    commit in the HF cache."""
+    from fourloops.preflight import Need, weights_need
 
     out = [Need("device", s["device"], rule=rule)]
     if s["precision"] == "nf4":
         out.append(Need("package", "bitsandbytes", rule=rule))
         if not str(s["device"]).startswith("cuda"):  # the config check allows it; the machine cannot
             out.append(Need("device", "cuda", rule=rule))
-    for key, model, revision in (("grades.scorer_revision", s["base"], s["base_revision"]),
-                                 ("grades.adapter_revision", s["adapter"], s["adapter_revision"])):
-        local = os.path.expanduser(model)
-        if Path(local).is_dir():
-            if key == "grades.scorer_revision":  # an adapter directory has no config.json to check
-                out.append(Need("model_dir", local, rule=rule))
-        else:
-            out.append(hub_need(model, revision, key, rule))
+    out.append(weights_need(s["base"], s["base_revision"], "grades.scorer", "grades.scorer_revision", rule))
+    out.append(weights_need(s["adapter"], s["adapter_revision"], "grades.adapter", "grades.adapter_revision", rule,
+                            kind="adapter_dir"))
     return out
 
 
