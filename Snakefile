@@ -17,6 +17,11 @@ for stage_rules in sorted(Path(workflow.basedir, "rules").glob("*.smk")):
         include: stage_rules
 
 
+# publish.artifacts that no rule makes are named now, with their key, not by the gate's job (every rule is known here)
+if _unmade := FOURLOOPS.unmade_artifacts(config["publish"]):
+    raise WorkflowError("invalid config (nothing was run or written):\n  " + "\n  ".join(_unmade))
+
+
 rule all:
     default_target: True
     input:

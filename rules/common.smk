@@ -43,6 +43,13 @@ with tempfile.TemporaryDirectory(prefix="fourloops-schema-") as _tmp:
         )
     except ConfigError as err:
         raise WorkflowError(str(err)) from None
+# A --configfile value the command line replaces (a profile's `config:` list is one): said once, by the Snakemake
+# the user started, not by each job's
+if workflow.is_main_process:
+    from fourloops.config import overridden
+
+    for _line in overridden(workflow.config_settings.configfiles, workflow.config_settings.config):
+        print(f"fourloops: note: {_line}", file=sys.stderr)
 
 # Jobs read the top-level invocation from here for their provenance (secrets redacted).
 os.environ.setdefault("FOURLOOPS_INVOCATION", provenance.redact(" ".join(sys.argv)))

@@ -4,6 +4,7 @@ allowed; nothing is written. Most cases at the library level; a handful through 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import shutil
 from pathlib import Path
@@ -18,6 +19,19 @@ from fourloops.config import ConfigError, check_config, load_model_facts
 
 SCHEMA = REPO / "config" / "schema.yaml"
 CONFIG = REPO / "config" / "config.yaml"
+
+
+@functools.cache
+def whole_schema() -> Path:
+    """The schema the workflow checks with: config/schema.yaml and each stage's slice (config/schema.d)."""
+    import json
+    import tempfile
+
+    from fourloops.config import schema_with_slices
+
+    path = Path(tempfile.mkdtemp(prefix="fourloops-test-schema-")) / "schema.json"
+    path.write_text(json.dumps(schema_with_slices(SCHEMA, REPO / "config" / "schema.d")))
+    return path
 
 
 def fill_defaults(config, schema_path):
@@ -51,7 +65,7 @@ def refusal(tmp_path: Path, extra_yaml: str | None, command_line: dict | None = 
     except yaml.YAMLError:  # Snakemake itself refuses it (before the workflow): check our reading
         config = yaml.safe_load(CONFIG.read_text())
     with pytest.raises(ConfigError) as err:
-        check_config(config, SCHEMA, BACKENDS, SMOKE_BACKENDS, fill_defaults, configfiles=files,
+        check_config(config, whole_schema(), BACKENDS, SMOKE_BACKENDS, fill_defaults, configfiles=files,
                      command_line=command_line)
     return str(err.value)
 
@@ -138,10 +152,13 @@ CONFIG_CASES = [
     ("machine: laptop\n", "machine = 'laptop'"),
     ("generator:\n  backend: dalle\n", "generator.backend = 'dalle'"),
     ("conditions:\n  1A: {references: [0], prompt: '{azimuth}'}\n", "key '1A' is not allowed"),
-    ("conditions:\n  floor: {references: [0], prompt: '{azimuth}'}\n", "key 'floor' is not allowed"),
+    ("conditions:\n  floor: {references: [0], prompt: '{azimuth}'}\n", "key 'floor' is not allowed; allowed: a name "
+     "of letters, digits and underscores that starts with a letter, other than floor, floor_gt and render"),
     ("conditions:\n  E: {references: [0]}\n", "conditions.E: the key 'prompt' is missing"),
     ("keypoints:\n  weights: ''\n", "keypoints.weights = ''"),
-    ("publish:\n  artifacts: [{path: /etc/passwd, kind: corpus}]\n", "publish.artifacts[0].path = '/etc/passwd'"),
+    ("publish:\n  artifacts: [{path: /etc/passwd, kind: corpus}]\n", "publish.artifacts[0].path = '/etc/passwd': not "
+     "allowed; allowed: Path or glob pattern relative to the working directory (no leading /, no ..)"),
+    ("hef:\n  model: rfdetr-int8\n", "hef.model = 'rfdetr-int8': not allowed; allowed: The HEF's name"),
     ("publish:\n  artifacts: [{path: '**', kind: corpus}]\n", "publish.artifacts[0].path = '**': a glob whose first "
      "folder is a pattern reaches the repository's own files; allowed: a file under results/ that a rule makes"),
     ("publish:\n  artifacts: [{path: config/machines.yaml, kind: report}]\n", "publish.artifacts[0].path = "
@@ -149,11 +166,21 @@ CONFIG_CASES = [
      "makes it and no --forcerun can"),
     ("publish:\n  artifacts: [{path: ladder.csv, kind: corpus}]\n", "'ladder.csv': not a workflow output"),
     ("publish:\n  artifacts: [{path: results/published/ladder.csv, kind: corpus}]\n", "the publication itself"),
+    ("publish:\n  artifacts: [{path: results/Ladder-NF4.csv, kind: corpus}]\n", "publish.artifacts[0].path = "
+     "'results/Ladder-NF4.csv': a corpus name carries nf4, which the gate refuses (rule 1)"),
     # cross-key checks (after defaults)
     ("generator:\n  precision: nf4\n  device: cpu\n", "generator.precision = 'nf4': not allowed with generator.device = 'cpu'"),
     ("conditions:\n  B: {references: [0, 91]}\n", "conditions.B.references[1] = 91"),
     ("conditions:\n  B: {prompt: 'turn around'}\n", "the template must contain {azimuth}"),
     ("conditions:\n  B: {prompt: 'turn to {angle}'}\n", "unknown placeholder(s) ['angle']"),
+    ("conditions:\n  B: {prompt: 'orbit to {azimuth} degrees }'}\n", "conditions.B.prompt = 'orbit to {azimuth} "
+     "degrees }': Single '}' encountered in format string; allowed: a text with {azimuth}, a literal brace written "
+     "twice ({{ or }})"),
+    ("conditions:\n  B: {prompt: 'orbit to {azimuth:q}'}\n", "conditions.B.prompt = 'orbit to {azimuth:q}': cannot be "
+     "filled with a whole number (Unknown format code 'q'"),
+    ("lora:\n  records:\n    instruction: 'orbit to {azimuth degrees'\n", "lora.records.instruction = 'orbit to "
+     "{azimuth degrees': expected '}' before end of string"),
+    ("grades:\n  precision: nf4\n  device: cpu\n", "grades.precision = 'nf4': not allowed with grades.device = 'cpu'"),
     # (these seven were tests/test_workflow.py's, each through its own Snakemake; the CLI's wiring of the same
     # check is test_cli_refuses_every_problem_*, below)
     ("azimuths: [0, 45, 400]\n", "azimuths[2] = 400: not allowed; allowed: a whole number >= 0 and < 360"),
@@ -475,10 +502,17 @@ CROSS_STAGE_SAYS = [
 ]
 
 
+# The check that needs every rule (the Snakefile's, after the stage files): a literal artifact no rule makes.
+UNMADE = "publish:\n  artifacts:\n    - {path: results/ladder.csv, kind: corpus}\n    - {path: results/nothing.csv, kind: corpus}\n"
+UNMADE_SAYS = ("publish.artifacts[1].path = 'results/nothing.csv': no rule of this workflow makes it; allowed: a file a "
+               "rule makes")
+
+
 @pytest.mark.parametrize("extra,args,expect,left", [
     (SCHEMA_STAGE, ("-n", "--config", "model_set=smoke", "seed=1e23"), SCHEMA_STAGE_SAYS, []),
     (CROSS_STAGE, (), CROSS_STAGE_SAYS, [".snakemake"]),
-], ids=["schema-dry-run", "across-keys-run"])
+    (UNMADE, ("-n",), UNMADE_SAYS, []),
+], ids=["schema-dry-run", "across-keys-run", "every-rule-dry-run"])
 def test_cli_refuses_every_problem_before_any_job_and_writes_nothing(tmp_path, extra, args, expect, left):
     workdir = tmp_path / "work"
     workdir.mkdir()
@@ -524,3 +558,14 @@ def test_cli_refuses_a_bad_repository_file(tmp_path, file, old, new, expect):
         capture_output=True, text=True, env=snakemake_env(), timeout=120, cwd=workdir,
     )
     _assert_refused(proc, expect, workdir)
+
+
+def test_a_configfile_value_the_profile_replaces_is_said_with_its_line(tmp_path):
+    """The smoke profile's `config: [model_set=smoke]` is a --config, which Snakemake applies after every
+    --configfile: `model_set: real` in a file planned the smoke set without a word."""
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("seed: 3\nmodel_set: real\n")
+    proc = run_snakemake(tmp_path, f"--configfile={extra}", "-n", "results/render/az000.png")
+    assert (f"fourloops: note: {extra}, line 2: model_set = 'real' is replaced by the command line's model_set = "
+            "'smoke' (a --config, or a profile's config: list, is applied after every --configfile)") in proc.stderr
+    assert proc.stderr.count("fourloops: note:") == 1  # seed: no --config sets it

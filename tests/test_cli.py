@@ -24,6 +24,27 @@ def test_plan_routes_to_the_planner(tmp_path, capsys):
     assert not (tmp_path / "results").exists()  # a plan writes no outputs
 
 
+def test_plan_names_a_config_file_or_machine_snakemake_would_refuse_with_its_file_and_line(tmp_path, capsys):
+    """Snakemake refuses such a --configfile before the workflow is read, in words that name no file or line (or
+    with a traceback); the plan says what and where, and plans nothing."""
+    (tmp_path / "bad.yaml").write_text("render:\n  image_size: 512\n   camera: {}\n")
+    (tmp_path / "list.yaml").write_text("- 1\n")
+    (tmp_path / "latin.yaml").write_bytes(b"seed: \xe9\n")
+    files = [str(tmp_path / n) for n in ("bad.yaml", "list.yaml", "latin.yaml", "nope.yaml")]
+    code = cli.main(["plan", "--directory", str(tmp_path), "--machine", "laptop", "--configfile", *files, "--",
+                     "results/ladder.csv"])
+    assert code == 2 and capsys.readouterr().err.splitlines()[1:] == [
+        f"  {files[0]}, line 3, column 10: mapping values are not allowed here; allowed: YAML, indented with spaces "
+        "(never tabs), each nested key indented deeper than its parent",
+        f"  {files[1]}: holds list, not a mapping of config keys; allowed: keys such as azimuths:, render:, "
+        "conditions: at the top level",
+        f"  {files[2]}: not UTF-8 text (invalid continuation byte at byte 6); allowed: YAML saved as UTF-8",
+        f"  config file {files[3]}: does not exist; allowed: a YAML file of config keys",
+        "  --machine 'laptop': not a machine of config/machines.yaml; allowed: one of ['desk', 'pod', 'h200', "
+        "'cluster']"]
+    assert not any(p.name == ".snakemake" for p in tmp_path.iterdir())  # nothing ran
+
+
 def test_guard_routes_to_the_guard_with_its_exit_status(monkeypatch, capsys):
     monkeypatch.setattr(guard, "read_nvml", lambda: [guard.CardReading(0, "card", 24.0, 20.0, (guard.Holder(7, "other", 19.0),))])
     assert cli.main(["guard", "--limit-gib", "2"]) == guard.EXIT_BUSY

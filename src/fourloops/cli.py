@@ -34,7 +34,25 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 
 def plan(args) -> int:
     from fourloops import plan as planmod
+    from fourloops.config import configfile_problems
 
+    # what Snakemake would refuse before reading the workflow, in words that name the file, line or value
+    problems = configfile_problems(args.configfile)
+    if args.machine is not None:
+        from fourloops import machines
+
+        try:
+            table = machines.load()
+        except machines.MachinesError as err:  # its own words: file, line, key, value
+            table = None
+            problems.append(str(err))
+        known = machines.names(table) + machines.clusters(table) if table is not None else []
+        if table is not None and args.machine not in known:
+            problems.append(f"--machine {args.machine!r}: not a machine of config/machines.yaml; allowed: one of "
+                            f"{known}")
+    if problems:
+        print("fourloops plan: nothing was planned:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 2
     argv = ["-s", args.snakefile]
     if args.directory:
         argv += ["--directory", args.directory]

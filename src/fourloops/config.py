@@ -87,6 +87,60 @@ def _merge(config: dict, update: Mapping) -> None:
     update_config(config, update)
 
 
+def configfile_problems(paths: Iterable[str | Path]) -> list[str]:
+    """Why Snakemake would refuse a --configfile before the workflow is read, with the file, line and what is
+    allowed (Snakemake's own words name neither file nor line); [] when each loads as a mapping of keys."""
+    problems = []
+    for path in paths:
+        if Path(path).is_dir():
+            problems.append(f"config file {path}: a directory; allowed: a YAML file of config keys")
+            continue
+        if not Path(path).exists():
+            problems.append(f"config file {path}: does not exist; allowed: a YAML file of config keys")
+            continue
+        try:
+            data = yamlcheck.load(path)
+        except yamlcheck.YamlError as err:
+            problems.append(str(err))
+            continue
+        if not isinstance(data, Mapping):
+            held = "nothing" if data is None else type(data).__name__
+            problems.append(f"{path}: holds {held}, not a mapping of config keys; allowed: keys such as azimuths:, "
+                            "render:, conditions: at the top level")
+    return problems
+
+
+def overridden(configfiles: Iterable[str | Path], command_line: Mapping | None) -> list[str]:
+    """Each value a --configfile sets that a --config (or a profile's `config:` list, which Snakemake passes as one)
+    replaces with another: Snakemake applies the command line last, so `model_set: real` in a file run under the
+    smoke profile plans the smoke set, silently. One line per value, naming the file, its line and both values."""
+    leaves: list[tuple[tuple, Any]] = []
+
+    def walk(data: Any, where: tuple) -> None:
+        if isinstance(data, Mapping) and data:
+            for key, value in data.items():
+                walk(value, where + (key,))
+        elif where:
+            leaves.append((where, data))
+
+    walk(dict(command_line or {}), ())
+    out = []
+    for path in configfiles:
+        try:
+            data = yamlcheck.load_lenient(path)
+        except yamlcheck.YamlError:
+            continue  # named by source_problems
+        lines = None
+        for where, value in leaves:
+            if _has(data, where) and _get(data, where) != value:
+                lines = yamlcheck.key_lines(path) if lines is None else lines
+                at = f"{path}, line {lines[where]}" if where in lines else str(path)
+                out.append(f"{at}: {key_path(where)} = {show(_get(data, where))} is replaced by the command line's "
+                           f"{key_path(where)} = {show(value)} (a --config, or a profile's config: list, is applied "
+                           "after every --configfile)")
+    return out
+
+
 def source_problems(configfiles: Iterable[str | Path], command_line: Mapping | None):
     """Problems of the config files themselves, and where each key path was last set.
 
@@ -197,17 +251,29 @@ def semantic_errors(config: dict, backends: Iterable[str], smoke_backends: Itera
                     f"conditions.{name}.references[{i}] = {ref}: no render at that azimuth; "
                     f"allowed: one of azimuths {azimuths}"
                 )
-        fields = [f for _, f, _, _ in string.Formatter().parse(cond["prompt"]) if f is not None]
-        unknown = [f for f in fields if f != "azimuth"]
-        if unknown:
-            messages.append(
-                f"conditions.{name}.prompt = {cond['prompt']!r}: unknown placeholder(s) {unknown}; allowed: {{azimuth}}"
-            )
-        elif "azimuth" not in fields:
-            messages.append(
-                f"conditions.{name}.prompt = {cond['prompt']!r}: the template must contain {{azimuth}}"
-            )
+        messages += template_errors(f"conditions.{name}.prompt", cond["prompt"], ("azimuth",), "{azimuth}")
     return messages + machine_errors(config) + restyle_errors(config) + lora_errors(config) + publish_errors(config)
+
+
+def template_errors(key: str, text: str, names: tuple[str, ...], allowed: str) -> list[str]:
+    """A text the jobs fill with `text.format(name=<a whole number>, ...)`: its braces balance, it names only
+    `names` and at least the first of them, and it fills (a format spec such as {azimuth:q} fails only then)."""
+    said = f"{key} = {text!r}"
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+    except ValueError as err:
+        return [f"{said}: {err}; allowed: a text with {allowed}, a literal brace written twice ({{{{ or }}}})"]
+    unknown = [f for f in fields if f not in names]
+    if unknown:
+        return [f"{said}: unknown placeholder(s) {unknown}; allowed: {allowed}"]
+    if names[0] not in fields:
+        return [f"{said}: the template must contain {{{names[0]}}}; allowed: a text containing {allowed}"]
+    try:
+        text.format(**{n: 0 for n in names})
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+        return [f"{said}: cannot be filled with a whole number ({err}); allowed: {allowed}, plain or with a number's "
+                "format (e.g. {" + names[0] + ":03d})"]
+    return []
 
 
 def machine_errors(config: dict) -> list[str]:
@@ -231,8 +297,12 @@ def publish_errors(config: dict) -> list[str]:
     import glob
     import os
 
+    from fourloops.gate.precision import DEFAULT_DENY, name_tokens
+
     messages = []
-    for i, entry in enumerate((config.get("publish") or {}).get("artifacts") or []):
+    publish = config.get("publish") or {}
+    deny = [t.lower() for t in publish.get("deny_name_patterns", DEFAULT_DENY)]
+    for i, entry in enumerate(publish.get("artifacts") or []):
         path = os.path.normpath(entry["path"])
         top = path.split(os.sep, 1)[0]
         where = f"publish.artifacts[{i}].path = {entry['path']!r}"
@@ -249,6 +319,10 @@ def publish_errors(config: dict) -> list[str]:
         elif path.split(os.sep)[1:2] == ["published"]:
             messages.append(f"{where}: the publication itself; allowed: a workflow output under results/ "
                             "(not results/published/)")
+        elif entry.get("kind") == "corpus" and (hits := name_tokens(entry["path"], deny)):
+            messages.append(f"{where}: a corpus name carries {', '.join(hits)}, which the gate refuses (rule 1); "
+                            f"allowed: a name without the tokens of publish.deny_name_patterns {list(deny)} (a "
+                            "quantised precision is said in the provenance, and a quantised corpus is not published)")
     return messages
 
 
@@ -276,7 +350,11 @@ def restyle_errors(config: dict) -> list[str]:
                 messages.append(f"drift.regions.{region}[{i}] = {joint!r}: unknown joint; allowed: a COCO-17 name "
                                 f"({', '.join(COCO17_NAMES)}) or a COCO-WholeBody foot, face or hand name "
                                 "(fourloops.coco.KNOWN_JOINTS)")
-    scorer = (config.get("grades") or {}).get("scorer")
+    grades = config.get("grades") or {}
+    if grades.get("precision") == "nf4" and grades.get("device") == "cpu":
+        messages.append("grades.precision = 'nf4': not allowed with grades.device = 'cpu'; allowed: fp32 or bf16 on "
+                        "cpu (nf4 needs bitsandbytes on CUDA)")
+    scorer = grades.get("scorer")
     if scorer is not None and scorer == config["generator"]["model"]:
         messages.append(f"grades.scorer = {scorer!r} is generator.model = {config['generator']['model']!r}: a "
                         "generator scoring its own output is not a measurement; allowed: another model")
@@ -300,14 +378,8 @@ def lora_errors(config: dict) -> list[str]:
                 f"({len(azimuths)} azimuths in {where}.azimuths give {len(azimuths)} x {len(azimuths) - 1} ordered "
                 "pairs of distinct views, each used once): lower the count or add azimuths"
             )
-    fields = [f for _, f, _, _ in string.Formatter().parse(rec["instruction"]) if f is not None]
-    unknown = [f for f in fields if f not in ("azimuth", "source_azimuth")]
-    if unknown:
-        messages.append(f"lora.records.instruction = {rec['instruction']!r}: unknown placeholder(s) {unknown}; "
-                        "allowed: {azimuth} (the target view's) and {source_azimuth}")
-    elif "azimuth" not in fields:
-        messages.append(f"lora.records.instruction = {rec['instruction']!r}: the instruction must name the target "
-                        "azimuth; allowed: a text containing {azimuth}")
+    messages += template_errors("lora.records.instruction", rec["instruction"], ("azimuth", "source_azimuth"),
+                                "{azimuth} (the target view's) and {source_azimuth}")
     return messages
 
 

@@ -194,6 +194,16 @@ class Workflow:
 
         return lineage_of
 
+    def unmade_artifacts(self, publish: dict) -> list[str]:
+        """publish.artifacts given as a literal path that no rule of this workflow makes (the gate would refuse it,
+        but only in its job, saying to build it): one line per entry, with its key. A glob is the gate's to expand."""
+        import glob
+
+        return [f"publish.artifacts[{i}].path = {a['path']!r}: no rule of this workflow makes it; allowed: a file a "
+                "rule makes (results/ladder.csv, results/grades/<style>.csv, ...), or a glob under a literal results/ "
+                "folder" for i, a in enumerate(publish.get("artifacts") or [])
+                if not glob.has_magic(a["path"]) and not self.producers(os.path.normpath(a["path"]))]
+
     def requested_paths(self, targets) -> set[str]:
         """Every file the requested DAG reads or writes (outputs, logs and benchmarks included)."""
         return self._requested(targets)[0]

@@ -86,7 +86,7 @@ def load(path: str | Path) -> Any:
     except OSError as err:
         raise YamlError(f"{path}: cannot be read ({err.strerror})") from None
     except UnicodeDecodeError as err:
-        raise YamlError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+        raise YamlError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); allowed: YAML saved as UTF-8") from None
     try:
         return _parsed(text, _FastStrictLoader, _StrictLoader)
     except yaml.MarkedYAMLError as err:
@@ -198,6 +198,14 @@ def _type_words(schema: dict) -> str:
 
 def describe_allowed(error: jsonschema.ValidationError) -> str:
     schema, kind = error.schema, error.validator
+    if kind in ("pattern", "not") and schema.get("description"):  # a regex says less than the key's own words
+        return schema["description"]
+    if kind == "not":
+        inner = schema["not"]
+        if "enum" in inner:
+            return f"anything but {inner['enum']}"
+        if "pattern" in inner:
+            return f"text that does not match {inner['pattern']}"
     if kind == "enum":
         return f"one of {schema['enum']}"
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
