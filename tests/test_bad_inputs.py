@@ -137,6 +137,7 @@ CONFIG_CASES = [
     ("render:\n  body:\n    phenotype: [0.5]\n", "render.body.phenotype = [0.5]: not allowed; allowed: a mapping"),
     # keys, types, enums, lists
     ("sede: 1\n", "sede: unknown key"),
+    ("seed: 1\ngenrator:\n  steps: 10\n", "extra.yaml, line 2: genrator: unknown key"),  # the key's line, not its value's
     ("render:\n  colour: red\n", "render.colour: unknown key"),
     ("conditions: ~\n", "conditions = null: not allowed; allowed: a mapping"),
     ("azimuths: []\n", "azimuths = []: not allowed; allowed: a non-empty value"),

@@ -101,7 +101,7 @@ def _drop_pod(d):
     (_set("ready_timeout_s", "10m"), "pod.runpod.ready_timeout_s = '10m': not allowed; allowed: a finite number > 0"),
     (_set("python", 3), "pod.runpod.python = 3: not allowed; allowed: text"),
     (_set("name_prefix", "x/y"), "pod.runpod.name_prefix = 'x/y': not allowed; allowed: text matching ^[a-z0-9]"),
-    (_set("image", "runpod/base:latest"), "pod.runpod.image = 'runpod/base:latest': not allowed; allowed: text matching @sha256:"),
+    (_set("image", "runpod/base:latest"), "pod.runpod.image = 'runpod/base:latest': not allowed; allowed: the pod image, pinned by digest: text matching @sha256:"),
     (_set("cloud_types", ["SPOT"]), "pod.runpod.cloud_types[0] = 'SPOT': not allowed; allowed: one of ['SECURE', 'COMMUNITY']"),
     (_set("cloud_types", []), "pod.runpod.cloud_types = []: not allowed; allowed: a non-empty value"),
     (_set("container_disk_gb", 0), "pod.runpod.container_disk_gb = 0: not allowed; allowed: a whole number >= 10"),

@@ -119,19 +119,20 @@ def load_lenient(path: str | Path) -> Any:
 
 
 def key_lines(path: str | Path) -> dict[tuple, int]:
-    """Key path (tuple of keys and list indices) -> the line (1-based) of its value in the file."""
+    """Key path (tuple of keys and list indices) -> the line (1-based) of its key in the file (a list item's own
+    line): `genrator:` with its keys below is named on its own line, not on its first key's."""
     try:
         root = _parsed(Path(path).read_text(encoding="utf-8"), _FAST_SAFE, yaml.SafeLoader, parse=yaml.compose)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return {}
     out: dict[tuple, int] = {}
 
-    def walk(node, where: tuple) -> None:
-        out[where] = node.start_mark.line + 1
+    def walk(node, where: tuple, line: int | None = None) -> None:
+        out[where] = line or node.start_mark.line + 1
         if isinstance(node, yaml.MappingNode):
             for key_node, value_node in node.value:
                 if isinstance(key_node, yaml.ScalarNode):
-                    walk(value_node, where + (key_node.value,))
+                    walk(value_node, where + (key_node.value,), key_node.start_mark.line + 1)
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
                 walk(item, where + (i,))
@@ -198,7 +199,9 @@ def _type_words(schema: dict) -> str:
 
 def describe_allowed(error: jsonschema.ValidationError) -> str:
     schema, kind = error.schema, error.validator
-    if kind in ("pattern", "not") and schema.get("description"):  # a regex says less than the key's own words
+    if kind == "pattern" and schema.get("description"):  # the key's own words first: a regex alone says little
+        return f"{schema['description'].rstrip('.')}: text matching {schema['pattern']}"
+    if kind == "not" and schema.get("description"):
         return schema["description"]
     if kind == "not":
         inner = schema["not"]
