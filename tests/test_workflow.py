@@ -439,12 +439,13 @@ TARGETS_NO_RULE_MAKES = {
     "results/render/azXYZ.png": "allowed: one of 000, 045, 090, 135, 180, 225, 270, 315",
     "results/generate/Q/views.json": "condition = 'Q' is not allowed for rule generate",
     "results/fit/nope.json": "allowed: one of A, B, C, D, floor, floor_gt",
+    "results/nosuch.csv": "no file is there; allowed: a rule (all, ladder, ",  # no rule output has its shape
 }
 
 
 def test_a_target_no_rule_makes_is_explained_with_what_is_allowed(tmp_path):
-    """Every such target of one run is named, each with what is allowed (one Snakemake run for the three shapes:
-    a name the config expands, a wildcard of the rules' constraints, one of the sources)."""
+    """Every such target of one run is named, each with what is allowed (one Snakemake run for the four shapes:
+    a name the config expands, a wildcard of the rules' constraints, one of the sources, no rule's shape)."""
     proc = run_snakemake(tmp_path, "-n", *TARGETS_NO_RULE_MAKES, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "Traceback" not in out, out[-2000:]

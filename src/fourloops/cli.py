@@ -38,6 +38,12 @@ def plan(args) -> int:
 
     # what Snakemake would refuse before reading the workflow, in words that name the file, line or value
     problems = configfile_problems(args.configfile)
+    if args.workflow_profile and not any((base / args.workflow_profile / "config.yaml").is_file()
+                                         for base in (Path.cwd(), REPO)):
+        shipped = sorted(p.name for p in (REPO / "profiles").iterdir() if (p / "config.yaml").is_file())
+        problems.append(f"--workflow-profile {args.workflow_profile!r}: no profile there (Snakemake would plan "
+                        f"without one, silently); allowed: one of profiles/{{{','.join(shipped)}}}, or a folder "
+                        "holding a config.yaml")
     if args.machine is not None:
         from fourloops import machines
 

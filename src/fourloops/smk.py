@@ -290,7 +290,11 @@ class Workflow:
             value = path[len(pre):len(path) - len(suf)]
             return (f"target {target}: no rule makes it: {value!r} in {pre}*{suf} is not one rule {name} makes; "
                     f"allowed: one of {', '.join(middles)} (from the config)")
-        return None
+        # no output of any rule has its shape (Snakemake says only "No rule to produce")
+        rules = sorted(r.name for r in self.wf.rules if not r.has_wildcards())
+        return (f"target {target}: no rule makes it, and no file is there; allowed: a rule ({', '.join(rules)}), or a "
+                "file one makes, such as results/ladder.csv or results/drift/<style>.csv (`snakemake "
+                "--list-target-rules`; docs/stages.md lists every output)")
 
     def main_process(self) -> bool:
         """The Snakemake the user started, not a job's own (remote or subprocess) Snakemake."""
