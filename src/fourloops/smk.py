@@ -561,7 +561,7 @@ class Workflow:
         from fourloops.preflight import CONFIG_KINDS
 
         return (self._pending_needs(dag, lambda job, need: need.kind in CONFIG_KINDS)
-                + self.pod_directory_problems(dag))
+                + self.pod_directory_problems(dag, planned_for_a_pod=self.target == "pod"))
 
     def preflight_problems(self, dag) -> list[str]:
         """What this machine lacks for its own pending jobs (a remote job's machine needs are met, or not, on its
@@ -572,12 +572,13 @@ class Workflow:
         return (self._pending_needs(dag, lambda job, need: id(job) in here or need.kind in CONFIG_KINDS)
                 + self.pod_directory_problems(dag))
 
-    def pod_directory_problems(self, dag) -> list[str]:
-        """A pod job (under the RunPod executor, or planned for a pod: `fourloops plan --machine pod`) that would
-        load weights from a directory of this machine (its `local_weights` param): the pod's fresh container has
-        none of this machine's files and the executor uploads job inputs only, so the job would fail there after
-        the pod is paid for. A SLURM node reads the shared filesystem: not refused."""
-        if self.executor() != "runpod" and self.target != "pod":
+    def pod_directory_problems(self, dag, planned_for_a_pod: bool = False) -> list[str]:
+        """A pod job (under the RunPod executor, or, `planned_for_a_pod`, in `fourloops plan --machine pod`) that
+        would load weights from a directory of this machine (its `local_weights` param): the pod's fresh container
+        has none of this machine's files and the executor uploads job inputs only, so the job would fail there after
+        the pod is paid for. A run on the pod itself (its config machine `pod`, no executor) reads its own
+        directories, and a SLURM node the shared filesystem: neither is refused."""
+        if self.executor() != "runpod" and not planned_for_a_pod:
             return []
         from fourloops.model_sets import LOCAL_WEIGHT_KEYS
 
