@@ -52,10 +52,9 @@ def plan(args) -> int:
         except machines.MachinesError as err:  # its own words: file, line, key, value
             table = None
             problems.append(str(err))
-        known = machines.names(table) + machines.clusters(table) if table is not None else []
-        if table is not None and args.machine not in known:
+        if table is not None and args.machine not in machines.targets(table):
             problems.append(f"--machine {args.machine!r}: not a machine of config/machines.yaml; allowed: one of "
-                            f"{known}")
+                            f"{machines.targets(table)}")
     if problems:
         print("fourloops plan: nothing was planned:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2

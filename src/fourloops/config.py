@@ -285,7 +285,7 @@ def machine_errors(config: dict) -> list[str]:
         table = machines.load()
     except machines.MachinesError:
         return []
-    known = machines.names(table) + machines.clusters(table)
+    known = machines.targets(table)
     if config["machine"] in known:
         return []
     return [f"machine = {config['machine']!r}: not a machine of config/machines.yaml; allowed: one of {known}"]

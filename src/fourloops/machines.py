@@ -78,6 +78,11 @@ def placeable(machines: dict) -> list[str]:
     return [n for n in names(machines) if not machines[n].get("measurement_only")]
 
 
+def targets(machines: dict) -> list[str]:
+    """What `machine` (config, or `fourloops plan --machine`) may name: the single machines, then the clusters."""
+    return names(machines) + clusters(machines)
+
+
 def clusters(machines: dict) -> list[str]:
     """The SLURM clusters of the file (their partitions: `cluster`; where a job goes: fourloops.slurm)."""
     return [n for n, raw in machines.items() if isinstance(raw, dict) and "slurm" in raw]

@@ -60,31 +60,34 @@ def checkpoint_sha256(path: str) -> str | None:
     Snakemake process of a run parses the workflow, and each parse asks once per rule); None when there is no file
     to read there (none, a directory, an unreadable one: the preflight names it)."""
     try:
-        st = os.stat(path)
         if not os.path.isfile(path):
             return None
         path = os.path.abspath(path)
-        return _sha256s(path, ((path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino),))[0]
+        return _sha256s(path, _states([path]))[0]
     except OSError:
         return None
 
 
+def _states(paths: list[str]) -> tuple[tuple, ...]:
+    """(path, size, mtime, ctime, inode) per file: what HashCache keys a digest by, and this process's cache key."""
+    return tuple((p, (st := os.stat(p)).st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) for p in paths)
+
+
 @functools.cache
 def _sha256s(where: str, states: tuple[tuple, ...]) -> tuple[str, ...]:
-    """Each file's sha256: one cache file read per set of file states in a process (path, size, mtime, ctime,
-    inode: the fields HashCache checks), and a file read only when the cache has not seen that state. `where`
-    names them in the one line said before files are read (a first parse over tens of GiB takes a while)."""
+    """Each file's sha256: one cache file read per set of file states in a process, and a file read only when
+    HashCache has not seen it in that state. `where` names them in the one line said before files are read (a
+    first parse over tens of GiB takes a while)."""
     from fourloops.verify import HashCache
 
     cache = HashCache(os.path.expanduser(LOCAL_WEIGHT_HASHES))
-    fields = ("size", "mtime_ns", "ctime_ns", "inode")
-    unseen = [s for s in states if "sha256" not in (e := cache.entries.get(s[0], {}))
-              or tuple(e.get(k) for k in fields) != tuple(s[1:])]
+    stats = [os.stat(path) for path, *_ in states]
+    unseen = [st.st_size for (path, *_), st in zip(states, stats) if not cache.known(path, st)]
     if unseen:
         print(f"fourloops: reading the sha256 of {len(unseen)} of the {len(states)} file(s) of {where} "
-              f"({sum(s[1] for s in unseen) / 2**30:.2f} GiB), once: kept by path and stat in {LOCAL_WEIGHT_HASHES}",
+              f"({sum(unseen) / 2**30:.2f} GiB), once: kept by path and stat in {LOCAL_WEIGHT_HASHES}",
               file=sys.stderr, flush=True)
-    digests = tuple(cache.sha256(path, Path(path), os.stat(path)) for path, *_ in states)
+    digests = tuple(cache.sha256(path, Path(path), st) for (path, *_), st in zip(states, stats))
     cache.save()
     return digests
 
@@ -112,19 +115,16 @@ def local_dir_sha256(root: str) -> str | None:
             dirs[:] = [d for d in dirs if not d.startswith(".")]  # hidden: a download's lock and metadata
             files += [Path(top, n) for n in names if not n.startswith(".") and os.path.isfile(os.path.join(top, n))]
         files.sort()  # in hub.local_dir_digest's order: Path's, not the strings'
-        states = []
-        for f in files:
-            st = f.stat()
-            states.append((os.path.abspath(f), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+        states = _states([os.path.abspath(f) for f in files])
         digest = hashlib.sha256()
-        for f, state, sha in zip(files, states, _sha256s(str(base), tuple(states))):
+        for f, state, sha in zip(files, states, _sha256s(str(base), states)):
             digest.update(f"{f.relative_to(base).as_posix()}\t{state[1]}\t{sha}\n".encode())
     except OSError:  # an unreadable file: the preflight's own read of the directory names it
         return None
     return digest.hexdigest()
 
 
-def _local(model: str) -> bool:
+def is_local(model: str) -> bool:
     """The loaders' own rule (fourloops.hub.resolve_model): an existing path, or a name shaped like one, is a local
     directory; anything else is a hub id (private, and not renamed: hub.py's bytes are in the jobs' lineage)."""
     from fourloops.hub import _looks_like_path
@@ -151,7 +151,7 @@ def local_weights(config: dict, component: str) -> dict:
     else:
         raise ValueError(f"component = {component!r}; allowed: generator, scorer")
     found = {name: {"path": os.path.expanduser(model), "sha256": local_dir_sha256(model)}
-             for name, model in dirs.items() if _local(model)}
+             for name, model in dirs.items() if is_local(model)}
     return {"local_weights": found} if found else {}
 
 

@@ -61,11 +61,10 @@ def weights_need(model: str, revision: str | None, model_key: str, revision_key:
     """Where the loaders find `model` (fourloops.hub.resolve_model's rule: an existing path, or a name shaped like
     one): a local directory, checked as `kind` (a save_pretrained model, or a PEFT adapter: "adapter_dir"), whose
     revision must be unset (the loader refuses one, in the job); else a hub id, pinned at a commit (hub_need)."""
-    # the loader's own rule for a local path (private, and not renamed: hub.py's bytes are in the jobs' lineage)
-    from fourloops.hub import _looks_like_path
+    from fourloops.model_sets import is_local
 
     local = os.path.expanduser(model)
-    if Path(local).exists() or _looks_like_path(model):
+    if is_local(model):
         if revision is not None:
             return Need("revision_for_dir", local, revision_key, rule=rule, value=revision)
         return Need(kind, local, rule=rule, value=model_key)
@@ -150,7 +149,7 @@ def check(need: Need) -> str | None:
                 f"{need.rule}); a revision pins a hub id, and a directory is pinned by its bytes: set {need.revision} "
                 "to null, or name the hub id instead of the directory")
     if need.kind in ("model_dir", "adapter_dir"):
-        key = need.value or "generator.model"
+        key = need.value  # weights_need names it
         if not Path(need.what).is_dir():
             why = "does not exist (or is not a directory)"
         elif need.kind == "adapter_dir":

@@ -84,11 +84,19 @@ class HashCache:
         if isinstance(data, dict) and data.get("schema") == HASH_SCHEMA and isinstance(data.get("files"), dict):
             self.entries = {k: v for k, v in data["files"].items() if isinstance(v, dict)}
 
-    def sha256(self, key: str, file: Path, st: os.stat_result) -> str:
-        want = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino}
+    @staticmethod
+    def _state(st: os.stat_result) -> dict:
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino}
+
+    def known(self, key: str, st: os.stat_result) -> bool:
+        """Does the cache hold the sha256 of `key` in this state (sha256 would read nothing)?"""
         entry = self.entries.get(key)
-        if entry is not None and all(entry.get(k) == v for k, v in want.items()) and "sha256" in entry:
-            return entry["sha256"]
+        return entry is not None and "sha256" in entry and all(entry.get(k) == v for k, v in self._state(st).items())
+
+    def sha256(self, key: str, file: Path, st: os.stat_result) -> str:
+        if self.known(key, st):
+            return self.entries[key]["sha256"]
+        want = self._state(st)
         digest = sha256_file(file)
         self.hashed += 1
         self.entries[key] = {**want, "sha256": digest}
