@@ -305,7 +305,15 @@ def test_a_pattern_lists_every_match_but_never_the_publication_itself(work):
     assert out.refusals == [] and set(out.manifest["artifacts"]) == {"tables/a.csv", "tables/b.csv"}
 
 
-def test_publication_is_swapped_in_whole_with_a_lock_file_like_manifest(work):
+def test_publication_is_swapped_in_whole_with_a_lock_file_like_manifest(work, monkeypatch):
+    import tempfile
+
+    from fourloops import runlock
+    from fourloops.gate import swap
+
+    made = []  # the folder the publication is built in: named so that a killed run's is cleared by the next one
+    real = tempfile.mkdtemp
+    monkeypatch.setattr(swap.tempfile, "mkdtemp", lambda **kw: made.append(real(**kw)) or made[-1])
     work.chain("results/ladder.csv", tag="A")
     work.chain("results/other.csv", tag="B")
     work.gate([corpus("results/ladder.csv"), corpus("results/other.csv")])
@@ -322,6 +330,9 @@ def test_publication_is_swapped_in_whole_with_a_lock_file_like_manifest(work):
     assert {m["model"] for m in entry["models"]} == {"OmniGen2/OmniGen2", "rfdetr-keypoint"}
     assert entry["code"] == CLEAN and entry["machine"] == {"hostname": "desk"} and "params" in entry
     assert out.manifest["invocation"] == "snakemake publish"
+    left = Path(made[-1])
+    left.mkdir()
+    assert runlock.clear_leftovers(work.root) == [str(left.relative_to(work.root))] and not left.exists()
 
 
 def test_publish_config_defaults_and_schema():

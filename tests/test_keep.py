@@ -91,9 +91,32 @@ def test_stashing_links_and_copies_no_bytes_of_outputs(previous):
     assert os.stat(record).st_ino != os.stat(root / ".snakemake/metadata/rec").st_ino
 
 
-def test_an_incomplete_previous_generation_is_not_kept(previous):
+def test_a_generation_with_one_output_lost_keeps_the_rest_through_a_failed_rerun(previous):
+    """One view (or a LoRA's loss curve) deleted: Snakemake reruns the job and deletes the outputs that are left
+    first; when the rerun fails, those come back and the lost one stays lost, so its record's check reruns the job."""
     root, job = previous
     (root / job.outputs[1]).unlink()
+    before = contents(root, job)
+    assert keep.stash(root, [job]) == [job]
+    for p in (job.outputs[0], job.outputs[2]):  # Snakemake's prepare
+        (root / p).unlink()
+    replace(root / job.outputs[1], "new, then the job died")
+    write(root / ".snakemake/metadata/rec", '{"params": "new"}')
+    assert sorted(keep.settle(root)) == sorted([job.outputs[0], job.outputs[2]])
+    assert contents(root, job) == before and before[job.outputs[1]] is None
+    assert (root / ".snakemake/metadata/rec").read_text() == '{"params": "old"}'
+    # and a rerun that completes replaces it all
+    keep.stash(root, [job])
+    for p in job.outputs:
+        (root / p).unlink(missing_ok=True)
+        replace(root / p, "new")
+    assert keep.settle(root) == [] and set(contents(root, job).values()) == {"new"}
+
+
+def test_a_job_with_no_output_left_keeps_nothing(previous):
+    root, job = previous
+    for p in job.outputs:
+        (root / p).unlink()
     assert keep.stash(root, [job]) == []
     assert not keep.stash_dir(root).exists()
 

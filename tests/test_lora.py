@@ -448,11 +448,16 @@ def test_a_retrained_lora_makes_exactly_the_lora_conditions_stale(built_copy, tm
 def test_a_failed_retrain_keeps_the_last_good_lora_byte_identical_and_d_still_uses_it(built_copy):
     """Snakemake deletes the LoRA, its loss CSV and PNG and its record before the retrain runs (protected()
     does not stop root); the training killed, all four come back byte for byte and D's views stay fresh."""
-    from fourloops import keep, verify
+    from fourloops import keep, smk, verify
 
     kept = ["results/lora/camera.safetensors", "results/lora/camera.loss.csv", "results/lora/camera.loss.png",
             "results/provenance/lora_train/camera.json"]
     before = {p: (built_copy / p).read_bytes() for p in kept}
+    # the checkpoint of a killed run of other code (another lineage): never resumed, removed before the job
+    stale = built_copy / "results/lora/checkpoints/camera/step-000004"
+    stale.mkdir(parents=True)
+    (stale / "state.pt").write_bytes(b"other code's")
+    (built_copy / smk.CHECKPOINT_LINEAGE).write_text(json.dumps({"results/lora/checkpoints/camera": "0" * 16}))
     cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
            "--directory", str(built_copy), "--forcerun", "lora_train", "--", "results/lora/camera.safetensors"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -467,10 +472,37 @@ def test_a_failed_retrain_keeps_the_last_good_lora_byte_identical_and_d_still_us
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode != 0, log[-3000:]
     assert "kept the last good results/lora/camera.safetensors" in log, log[-3000:]
+    assert ("removing the checkpoints in results/lora/checkpoints/camera, written under another lineage"
+            in log and not stale.parent.exists()), log[-3000:]
     assert {p: (built_copy / p).read_bytes() for p in kept} == before
     assert not (built_copy / keep.STASH).exists()
     assert verify.check(built_copy) == []               # D's generate record read exactly these bytes
     assert "Nothing to be done" in run_snakemake(built_copy, "-n", "results/ladder.csv").stdout
+
+
+def test_a_checkpoint_is_resumed_only_by_the_lineage_that_wrote_it(tmp_path, monkeypatch, capsys):
+    """The training's own fingerprint holds its config and inputs, not its code: the workflow keeps which lineage
+    each checkpoint folder was written under, and removes another lineage's before the job."""
+    from types import SimpleNamespace
+
+    from fourloops import smk
+
+    monkeypatch.chdir(tmp_path)
+    folder = Path("results/lora/checkpoints/camera")
+
+    def run(lineage: str) -> bool:
+        """One run's onstart with the LoRA job pending under `lineage`, a killed run's checkpoint in its folder."""
+        (folder / "step-000004").mkdir(parents=True, exist_ok=True)
+        job = SimpleNamespace(rule=SimpleNamespace(name="lora_train"),
+                              params={"checkpoint_dir": str(folder), "lineage": lineage})
+        smk.Workflow.retire_checkpoints(SimpleNamespace(local_jobs=lambda dag: [job]), None)
+        return folder.exists()
+
+    Path(".snakemake").mkdir()
+    assert not run("aaaa")  # no run recorded who wrote it
+    assert run("aaaa")      # written under this lineage: resumed
+    assert not run("bbbb") and "written under another lineage" in capsys.readouterr().err
+    assert json.loads(Path(smk.CHECKPOINT_LINEAGE).read_text()) == {str(folder): "bbbb"}
 
 
 def test_the_trained_smoke_lora_loads_into_the_generator_and_changes_its_output(smoke_run, monkeypatch):

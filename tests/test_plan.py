@@ -35,7 +35,9 @@ def test_fresh_workflow_plans_every_stage_because_outputs_are_missing(tmp_path):
     for j in p["jobs"]:
         assert "output files have to be generated" in j["why"], j
         assert j["verdict"] == "fits" and j["seconds"] >= 0
-    assert {"desk", "pod"} <= set(p["totals"]) and p["totals"]["pod"]["jobs"] == 4
+    # no executor rents a pod here: the pod-tagged jobs run on the desk, at its price (none)
+    assert set(p["totals"]) == {"desk"} and p["totals"]["desk"]["jobs"] == 22
+    assert {j["machine"] for j in p["jobs"]} == {"desk"} and not any(j["cost_usd"] for j in p["jobs"])
     assert p["ok"]
 
 
@@ -75,8 +77,11 @@ def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
     p = plan(tmp_path, *real, "--configfile", pinned(tmp_path), "--", "results/ladder.csv")
     assert p["config_problems"] == []
     gen = [j for j in p["jobs"] if j["rule"] == "generate"]
-    assert len(gen) == 4 and all(j["cost_usd"] > 0 for j in gen)
-    assert p["totals"]["pod"]["cost_usd"] > 0 and p["machine"] == "pod"
+    assert len(gen) == 4 and all(j["cost_usd"] > 0 and j["machine"] == "pod" for j in gen)
+    # the RunPod run from this machine: only its pod jobs go to the pod and are priced; the rest run here
+    assert {j["machine"] for j in p["jobs"] if j["rule"] != "generate"} == {"desk"}
+    assert not any(j["cost_usd"] for j in p["jobs"] if j["rule"] != "generate")
+    assert p["totals"]["pod"]["cost_usd"] > 0 and p["totals"]["pod"]["jobs"] == 4 and p["machine"] == "pod"
     # the whole bill: the pod's fixed costs (config/pod_life.yaml) and transfers on top of the jobs' seconds
     bill = p["pod_bill"]
     assert bill["gpu_s"] == p["totals"]["pod"]["seconds"]
@@ -95,6 +100,35 @@ def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
     assert [line.split(" (rule ")[0] for line in json.loads(proc.stdout)["config_problems"]] == [
         f"config generator.revision = '{COMMIT}' was given for the local directory {local}",
         f"config generator.model = '{local}' is a directory on this machine"], proc.stdout[-3000:]
+
+
+def test_a_plan_places_each_job_as_the_profiles_executor_would(tmp_path):
+    """The dry-run runs under Snakemake's own `dryrun` executor; the plan judges and prices each job where the
+    profile's executor would run it: the seeds' LoRA setup (27 GiB) on the pod under profiles/pod, each job on its
+    partition under profiles/slurm."""
+    seeds = tmp_path / "seeds-lora.yaml"
+    seeds.write_text("lora: {frozen_dtype: fp32, text_encoder: resident, profile: pod}\n")
+
+    def run(profile: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [FOURLOOPS, "plan", "--json", "--workflow-profile", str(REPO / "profiles" / profile), "--directory",
+             str(tmp_path), "--configfile", pinned(tmp_path), str(seeds), "--", "results/lora/camera.safetensors"],
+            capture_output=True, text=True, env=snakemake_env(), cwd=tmp_path, timeout=300)
+
+    proc = run("pod")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    p = json.loads(proc.stdout)
+    where = {j["rule"]: (j["machine"], j["verdict"], j["cost_usd"] > 0) for j in p["jobs"]}
+    assert where == {"lora_records": ("desk", "fits", False), "lora_embeddings": ("desk", "fits", False),
+                     "lora_train": ("pod", "fits", True)}, where
+    assert p["executor"] == "runpod" and p["pod_bill"]["order"] == ["results/lora/camera.safetensors"]
+    proc = run("default")  # the desk alone: the same job is refused there
+    assert proc.returncode == 2 and "rule lora_train, 1 job(s)" in json.loads(proc.stdout)["refusals"], proc.stdout
+    proc = run("slurm")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    p = json.loads(proc.stdout)
+    assert p["executor"] == "slurm" and p["machine"] == "cluster" and not p["pod_bill"]
+    assert {j["rule"]: j["partition"] for j in p["jobs"]}["lora_train"].startswith("partition "), p["jobs"]
 
 
 def test_a_plan_with_a_refused_job_exits_2_and_names_the_wall(tmp_path):

@@ -86,7 +86,12 @@ def test_the_next_run_removes_a_killed_jobs_staging_folder(built_copy):
     staging = built_copy / "results" / "generate" / "B" / f".views-partial-{dead_pid()}"
     staging.mkdir()
     (staging / "az000.png").write_bytes(b"half a png")
+    # a killed model build's temporary folder (fourloops.io.atomic_dir; the sizing set's are GBs)
+    build = built_copy / "models" / "smoke" / ".generator-qwen_image_edit_plus.k3x9.partial"
+    build.mkdir()
+    (build / "model.safetensors").write_bytes(b"half")
     proc = run_snakemake(built_copy, "results/ladder.csv")
-    assert not staging.exists()
-    assert f"removed {staging.relative_to(built_copy)}, left by a killed job" in proc.stderr
+    assert not staging.exists() and not build.exists()
+    for left in (staging, build):
+        assert f"removed {left.relative_to(built_copy)}, left by a killed job" in proc.stderr, proc.stderr[-2000:]
     assert "Nothing to be done" in proc.stdout + proc.stderr

@@ -84,9 +84,10 @@ def stash_dir(root: str | os.PathLike) -> Path:
 
 
 def stash(root: str | os.PathLike, jobs: list[JobFiles], owner_pid: int | None = None) -> list[JobFiles]:
-    """Keep the current outputs of `jobs` until `settle`. Only a job whose outputs all exist has a
-    generation worth keeping; the jobs kept are returned. A stash left by a dead run is settled first;
-    one held by a live run is refused (Snakemake's lock should have stopped this run)."""
+    """Keep the current outputs of `jobs` until `settle`: every output that exists (a job with one output lost,
+    a loss curve or a view, still has the rest of its last good generation, which Snakemake deletes before the job
+    runs); the jobs kept are returned. A stash left by a dead run is settled first; one held by a live run is
+    refused (Snakemake's lock should have stopped this run)."""
     root = Path(root)
     recover(root)
     here = stash_dir(root)
@@ -99,11 +100,12 @@ def stash(root: str | os.PathLike, jobs: list[JobFiles], owner_pid: int | None =
     kept, entries = [], []
     for job in jobs:
         outputs = [_relative(root, p) for p in job.outputs]
-        if not outputs or not all((root / p).is_file() for p in outputs):
+        if not any((root / p).is_file() for p in outputs):
             continue
         n = len(entries)
         for p in outputs:
-            _link(root / p, here / str(n) / "outputs" / p)
+            if (root / p).is_file():
+                _link(root / p, here / str(n) / "outputs" / p)
         records = [_relative(root, p) for p in job.records]
         for p in records:
             if (root / p).is_file():
@@ -111,7 +113,7 @@ def stash(root: str | os.PathLike, jobs: list[JobFiles], owner_pid: int | None =
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(root / p, dest)
         entries.append({
-            "outputs": {p: _inode(root / p) for p in outputs},
+            "outputs": {p: _inode(root / p) for p in outputs},  # None: missing before the job (nothing to put back)
             "records": [p for p in records if (root / p).is_file()],
             "markers": [_relative(root, p) for p in job.markers],
         })
@@ -122,8 +124,9 @@ def stash(root: str | os.PathLike, jobs: list[JobFiles], owner_pid: int | None =
 
 
 def settle(root: str | os.PathLike) -> list[str]:
-    """End of run: restore every kept job whose outputs were not all replaced by new files, drop the
-    stash. Returns the restored outputs (relative paths)."""
+    """End of run: restore every kept job whose outputs were not all replaced by new files (the new ones of a
+    generation that did not finish are removed, the kept ones linked back; one missing before stays missing, so its
+    record's check reruns the job), drop the stash. Returns the restored outputs (relative paths)."""
     root = Path(root)
     here = stash_dir(root)
     if not (here / MANIFEST).exists():
@@ -140,14 +143,14 @@ def settle(root: str | os.PathLike) -> list[str]:
             target = root / p
             if now[p] is not None and now[p] != entry["outputs"][p]:
                 target.unlink()  # part of a generation that did not finish
-            if now[p] is None or now[p] != entry["outputs"][p]:
+            if entry["outputs"][p] is not None and now[p] != entry["outputs"][p]:
                 _link(here / str(n) / "outputs" / p, target)
         for p in entry["records"]:
             (root / p).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(here / str(n) / "records" / p, root / p)
         for p in entry["markers"]:
             (root / p).unlink(missing_ok=True)
-        restored.extend(entry["outputs"])
+        restored.extend(p for p, old in entry["outputs"].items() if old is not None)
     shutil.rmtree(here)
     return restored
 

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fourloops import asks, machines, podbill, records, refusal, walls
-from fourloops.machines import home as home_of
 from fourloops.tables import format_table
 from fourloops.tables import hms as _hms
 
@@ -81,16 +80,29 @@ def planned(view, targets: list[str]) -> dict:
     return {"target": verdict.machine.label(), "ok": verdict.ok, "jobs": jobs}
 
 
-def build(workflow, machine_name: str, runpod: dict | None = None) -> dict:
-    """The plan of a workflow whose DAG is built (called from inside Snakemake's dry-run)."""
+def build(workflow, machine_name: str | None, runpod: dict | None = None, executor: str | None = None) -> dict:
+    """The plan of a workflow whose DAG is built (called from inside Snakemake's dry-run): each job where the run
+    would place it. `executor` is the one the run would use (a profile's `executor:`; the dry-run has its own);
+    `machine_name` the machine the run targets (default: config machine, or under the SLURM executor its cluster).
+    `pod` plans the RunPod run from this machine: its pod jobs on a rented pod, the rest on config machine."""
     from fourloops.smk import workflow_of
 
     dag = workflow.dag
     view = workflow_of(workflow)
+    if executor is not None:
+        view.planned_executor = executor
+    shown = machine_name or view.config["machine"]
+    if machine_name == "pod":
+        view.planned_executor = "runpod"
+        machine_name = view.config["machine"]
+    if machine_name is None:  # as the run's own wall check: config machine, or the SLURM executor's cluster
+        machine_name = view.slurm_cluster() or view.config["machine"]
+        shown = machine_name
     view.set_target(machine_name)
     verdict = view.check_walls(dag, machine_name)
     placed = getattr(verdict, "placed", None)  # a SLURM cluster: the partition per job
     machines = view.machines
+    placement = verdict.placement  # profile tag -> machine (a pod job on the pod under the RunPod executor)
     jobs = {id(j): j for j in dag.needrun_jobs()}
     by_output = {}
     for j in jobs.values():
@@ -98,23 +110,23 @@ def build(workflow, machine_name: str, runpod: dict | None = None) -> dict:
     rows: list[PlannedJob] = []
     totals: dict[str, dict] = {}
     found = refusal.levers_of(verdict, machines) if not verdict.ok else {}  # refused jobs only: the dry-run pays nothing else
-    life = podbill.load_life() if machine_name == "pod" and not placed else None
+    life = podbill.load_life() if view.executor() == "runpod" and not placed else None
     for pending, checks in verdict.checked:
         ask = pending.ask
         job = by_output.get(pending.output)
         bench = str(job.benchmark) if job is not None and job.benchmark else None
         hist = records.benchmark_seconds(bench)
         secs, src = (hist, f"benchmark history {bench}") if hist is not None else (ask.seconds.value, ask.seconds.source)
-        where = home_of(machines, pending.profile)  # the machine whose hourly rate prices the job
-        where = where if where in machines else machine_name
-        rate = float(machines[where].get("hourly_usd", 0.0)) if where in machines else 0.0
-        cost = secs / 3600.0 * rate if pending.profile == "pod" and not placed else 0.0
+        # priced at the hourly rate of the machine it runs on (a SLURM cluster's partitions bill nothing here)
+        where = walls.target_for(pending, machines, machine_name, placement)
+        cost = secs / 3600.0 * where.hourly_usd if not placed else 0.0
         refused = [asdict(r) for r in checks if not r.ok]
         moved = _moved_mb(job, life) if pending.profile == "pod" and life is not None and job is not None else (0.0, 0.0)
         rows.append(PlannedJob(
             rule=pending.rule, output=pending.output, wildcards=pending.wildcards,
             reason=str(dag.reason(job)) if job is not None else "",
-            why=", ".join(sorted(dag.reason(job).get_names())) if job is not None else "", profile=pending.profile, machine=machine_name,
+            why=", ".join(sorted(dag.reason(job).get_names())) if job is not None else "", profile=pending.profile,
+            machine=where.name,
             verdict="fits" if not refused else "REFUSED: " + ", ".join(r["wall"] for r in refused),
             refused_walls=refused, vram_gib=round(ask.vram_mb / 1024.0, 2), vram_source=ask.vram.source,
             seconds=round(secs, 1), seconds_source=src, cost_usd=round(cost, 4),
@@ -123,7 +135,8 @@ def build(workflow, machine_name: str, runpod: dict | None = None) -> dict:
             partition=placed.where[pending.output] if placed else "",
             levers=found[(pending.rule, tuple(checks))].as_dict() if (pending.rule, tuple(checks)) in found else None,
         ))
-        t = totals.setdefault(pending.profile, {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
+        t = totals.setdefault(_runs_on(placed.where[pending.output]) if placed else where.name,
+                              {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
         t["jobs"] += 1
         t["seconds"] += secs
         t["cost_usd"] += cost
@@ -135,7 +148,8 @@ def build(workflow, machine_name: str, runpod: dict | None = None) -> dict:
                         fetch_at=settings.get("fetch_at", "container"),
                         poll_s=float(settings.get("poll_s", podbill.DEFAULT_POLL_S)))
     return {
-        "machine": machine_name,
+        "machine": shown,
+        "executor": view.executor(),
         "ok": verdict.ok,
         "pod_bill": bill,
         "jobs": [asdict(r) for r in rows],
@@ -144,6 +158,11 @@ def build(workflow, machine_name: str, runpod: dict | None = None) -> dict:
                      if not verdict.ok else ""),
         "config_problems": view.config_problems(dag),  # a run refuses these before any job, wherever it runs
     }
+
+
+def _runs_on(where: str) -> str:
+    """A SLURM placement as a totals key: "partition gpu" as it is, "here (desk)" as the desk."""
+    return where[len("here ("):-1] if where.startswith("here (") else where
 
 
 def _needs(dag, job, planned: dict) -> list[str]:
@@ -206,16 +225,15 @@ def _verdict(j: dict) -> str:
 def format_plan(plan: dict) -> str:
     if not plan["jobs"]:
         return f"plan on {plan['machine']}: nothing to be done"
-    head = ("rule", "output", "profile", f"walls on {plan['machine']}", "time", "cost", "why")
-    rows = [(j["rule"], j["output"], j["profile"], _verdict(j), _hms(j["seconds"]),
-             f"${j['cost_usd']:.2f}" if j["profile"] == "pod" else "-", j["why"]) for j in plan["jobs"]]
-    if any(j.get("partition") for j in plan["jobs"]):  # a SLURM cluster: where each job goes
-        head = head[:4] + ("partition",) + head[4:]
-        rows = [r[:4] + (j["partition"],) + r[4:] for r, j in zip(rows, plan["jobs"])]
-    lines = [format_table(head, rows), "", "totals per machine:"]
-    for prof, t in sorted(plan["totals"].items()):
-        cost = f", ${t['cost_usd']:.2f}" if prof == "pod" else ""
-        lines.append(f"  {prof:10s} {t['jobs']:4d} jobs  {_hms(t['seconds'])}{cost}")
+    head = ("rule", "output", "profile", "runs on", "walls there", "time", "cost", "why")
+    rows = [(j["rule"], j["output"], j["profile"], j.get("partition") or j.get("machine", ""), _verdict(j), _hms(j["seconds"]),
+             f"${j['cost_usd']:.2f}" if j["cost_usd"] else "-", j["why"]) for j in plan["jobs"]]
+    executor = plan.get("executor")
+    lines = [f"plan of a run on {plan['machine']}" + (f" under the {executor} executor" if executor in (
+        "runpod", "slurm") else "") + ":", format_table(head, rows), "", "totals per machine:"]
+    for where, t in sorted(plan["totals"].items()):
+        cost = f", ${t['cost_usd']:.2f}" if t["cost_usd"] else ""
+        lines.append(f"  {where:10s} {t['jobs']:4d} jobs  {_hms(t['seconds'])}{cost}")
     bill = plan.get("pod_bill")
     if bill:
         idle = bill["idle_s"]
@@ -244,6 +262,7 @@ def format_plan(plan: dict) -> str:
 
 def run(snakemake_args: list[str], machine_name: str | None) -> dict:
     """Dry-run Snakemake's CLI with `snakemake_args`, capture the plan before scheduling."""
+    import snakemake.api
     import snakemake.cli
     import snakemake.workflow as smk_workflow
 
@@ -252,13 +271,21 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
 
     class _Stop:
         def __init__(self, workflow, *args, **kwargs):
-            m = machine_name or workflow.config.get("machine", "desk")
-            result["plan"] = build(workflow, m)
+            result["plan"] = build(workflow, machine_name, executor=result.get("executor"))
 
         def schedule(self):
             return True
 
+    # the executor the run would use (a profile's `executor:`): a dry-run replaces it with its own, after Snakemake
+    # has resolved it from the command line and the profiles
+    real_execute = snakemake.api.DAGApi.execute_workflow
+
+    def execute_workflow(self, *args, **kwargs):
+        result["executor"] = kwargs.get("executor", args[0] if args else "local")
+        return real_execute(self, *args, **kwargs)
+
     smk_workflow.JobScheduler = _Stop
+    snakemake.api.DAGApi.execute_workflow = execute_workflow
     # the workflow sets the environment of the jobs it would start (torch's allocator variable: rules/common.smk);
     # a dry run starts none, so the caller's environment is left as it was
     environ = dict(os.environ)
@@ -278,6 +305,7 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
             code = exit_.code or 0
         finally:
             smk_workflow.JobScheduler = real
+            snakemake.api.DAGApi.execute_workflow = real_execute
             os.environ.clear()
             os.environ.update(environ)
             sys.stdout.flush()
@@ -293,7 +321,7 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
             sys.stderr.write(
                 "plan: the working directory is locked: another Snakemake runs there, or one was killed; a run "
                 "would not start. If none is running, unlock it with the same profile and directory: "
-                "snakemake --unlock [--profile ...] [--directory ...]\n"
+                "snakemake --unlock [--workflow-profile ...] [--directory ...]\n"
             )
         if "plan" not in result and code:
             sys.stderr.write(log[-8000:])

@@ -21,6 +21,7 @@ from fourloops.stage import AskContext, Stage, measured_key, stage_for
 
 _BY_WORKFLOW: dict[int, "Workflow"] = {}
 MODEL_SET_MARKER = Path(".fourloops-model-set")
+CHECKPOINT_LINEAGE = ".snakemake/fourloops-checkpoints.json"  # checkpoint folder -> the lineage of the job writing it
 LINEAGE_PARAM = "lineage"
 SLURM_RESOURCES = ("slurm_partition", "gpu", "gpu_model", "gres", "constraint")  # snakemake-executor-plugin-slurm's
 
@@ -71,6 +72,8 @@ class Workflow:
         self._products = None  # the rules' output patterns by constant prefix, built on first use
         self._slurm: dict = {}
         self.target: str | None = None  # `fourloops plan --machine`: the machine asked about, not config machine
+        # `fourloops plan`: the executor the run would use (a profile's `executor:`), where the dry-run has its own
+        self.planned_executor: str | None = None
 
     def machine_names(self) -> list[str]:
         """The single machines of machines.yaml (a probe measures one of them)."""
@@ -390,8 +393,9 @@ class Workflow:
             runlock.hold(Path.cwd(), os.environ.get("FOURLOOPS_INVOCATION", ""))
         except runlock.RunLockError as err:
             raise WorkflowError(str(err)) from None
-        for path in runlock.clear_leftovers(Path.cwd()):
-            print(f"fourloops: removed {path}, left by a killed job", file=sys.stderr)
+        for under in ("results", "models"):  # the job outputs' folders (models/: the smoke and sizing builds)
+            for path in runlock.clear_leftovers(Path.cwd(), under):
+                print(f"fourloops: removed {path}, left by a killed job", file=sys.stderr)
 
     # ---------------------------------------------------------------------------------------- asks
     def ask(self, rulename: str, wildcards: dict) -> asks.Ask:
@@ -498,7 +502,9 @@ class Workflow:
 
     # ------------------------------------------------------------------------------ before any job
     def executor(self) -> str | None:
-        return getattr(self.wf.executor_plugin, "name", None)
+        """The executor the jobs run under: a dry-run's own is Snakemake's `dryrun`; `fourloops plan` sets the one
+        the run would use (planned_executor), so that the plan places jobs as that run would."""
+        return self.planned_executor or getattr(self.wf.executor_plugin, "name", None)
 
     def pending(self, dag) -> list[walls.PendingJob]:
         out = []
@@ -620,6 +626,7 @@ class Workflow:
             raise WorkflowError("\n".join(full))
         MODEL_SET_MARKER.write_text(self.config["model_set"] + "\n")
         self.stash_last_good(dag)
+        self.retire_checkpoints(dag)
 
     def space_problems(self, dag) -> list[str]:
         """Each folder the pending local jobs write (outputs, logs, benchmarks) can be written and has room for
@@ -634,6 +641,37 @@ class Workflow:
                 path = os.path.normpath(str(f))
                 outputs[path] = wrote.get(path, 0)
         return space.problems(outputs)
+
+    def retire_checkpoints(self, dag) -> None:
+        """A job that resumes from checkpoints (its `checkpoint_dir` param: the LoRA's) resumes only from those its
+        own lineage wrote: the training's fingerprint holds its config and inputs, not the code, so a checkpoint left
+        by a killed run of other code would be continued under the new lineage, half one and half the other. The
+        lineage each pending local job runs under is kept in CHECKPOINT_LINEAGE; another lineage's checkpoints, or
+        ones no run of this workflow recorded, are removed before the job, saying so."""
+        import shutil
+
+        from fourloops.io import read_json, write_json
+
+        table_path = Path(CHECKPOINT_LINEAGE)
+        table = read_json(table_path) if table_path.is_file() else {}
+        changed = False
+        for job in self.local_jobs(dag):
+            params = dict(job.params.items())
+            where, lineage = params.get("checkpoint_dir"), params.get("lineage")
+            if not where or not lineage:
+                continue
+            where = os.path.normpath(str(where))
+            if Path(where).is_dir() and any(Path(where).iterdir()) and table.get(where) != lineage:
+                said = ("another lineage (its code, config or inputs since changed)" if where in table else
+                        "a run that recorded no lineage")
+                print(f"fourloops: removing the checkpoints in {where}, written under {said}: rule {job.rule.name} "
+                      "trains from its first step", file=sys.stderr)
+                shutil.rmtree(where)
+            if table.get(where) != lineage:
+                table[where] = lineage
+                changed = True
+        if changed:
+            write_json(table_path, table)
 
     # ------------------------------------------------------------------- the last good outputs (keep)
     def _keep_files(self, job):

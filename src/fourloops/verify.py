@@ -142,6 +142,15 @@ def _made(path: str, outputs: set[str]) -> bool:
     return path in outputs or any(parent in outputs for parent in _parents(path))
 
 
+WORKFLOW_FOLDERS = ("results", "models")  # every file under them is a job's output (the smoke and sizing models too)
+
+
+def _workflow_made(path: str) -> bool:
+    """Checked without the run's DAG (`check(workdir)` alone): a recorded input under the workflow's own folders
+    was made by a job even when that job's record is gone with it (a killed `--forcerun`), so it is judged."""
+    return path.split("/", 1)[0] in WORKFLOW_FOLDERS
+
+
 def _depths(index: records.ProvenanceIndex) -> dict[str, tuple[int, str]]:
     """Each record's distance from the sources (upstream jobs first, as a reader follows the run)."""
     depth: dict[str, int] = {}
@@ -170,7 +179,8 @@ def check(
     `use_cache=False` reads every byte again and leaves the cache file alone; `cache` passes one in
     (to count what was read: `cache.hashed`); `index` passes the records already read. `expected`:
     the jobs the run uses; an existing output of one whose record is absent is unverified, and a
-    recorded input that one of them makes is judged even when its producer's record is gone.
+    recorded input that one of them makes is judged even when its producer's record is gone. Without
+    `expected` (the check run alone), a recorded input under results/ or models/ is judged so.
     """
     workdir = Path(workdir)
     index = index if index is not None else records.index(workdir)
@@ -180,6 +190,7 @@ def check(
     problems: list[Problem] = []
     expected = list(expected)
     made = {norm(p) for job in expected for p in (job.record, *job.outputs)}
+    standalone = not expected  # no DAG says which files jobs make: the workflow's own folders do
 
     stats: dict[str, list] = {}  # path -> [stat or None, sha256 or None]: each file stat'd and hashed once
 
@@ -240,7 +251,7 @@ def check(
                 problem(path, "edited", f"sha256 {str(now)[:12]}, recorded {str(sha)[:12]}")
         for entry in record.entries("inputs"):
             path, sha = norm(entry["path"]), entry.get("sha256")
-            if not index.producers(path) and not _made(path, made):
+            if not index.producers(path) and not _made(path, made) and not (standalone and _workflow_made(path)):
                 continue         # a file no job made (a source, a user's checkpoint): not ours to judge
             if stat_of(path) is None or (now := sha_of(path)) is None:
                 problem(path, "input gone")

@@ -40,7 +40,8 @@ def publish(
     workdir = Path(workdir)
     final = workdir / out
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-new-", dir=final.parent))
+    # named as fourloops.io's temporaries (`.<name>.<random>.partial`): a killed run's is cleared by the next
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-new-", suffix=".partial", dir=final.parent))
     try:
         for art in artifacts:
             dest = tmp / art.name
