@@ -1,6 +1,6 @@
 """Smoke ladder wall time from empty results with warm caches, and how it splits across rules.
 
-    .venv/bin/python bench/smoke_ladder.py [--keep DIR]
+    .venv/bin/python bench/smoke_ladder.py [--keep DIR] > bench/results/smoke-ladder-DATE.txt
 
 Runs `snakemake --workflow-profile profiles/smoke results/ladder.csv` in a fresh working directory (Anny's
 cache and Python's bytecode are warm after the first run on a machine), then reads every rule's
@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,8 +30,17 @@ def main() -> int:
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="fourloops-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    try:
+        return run(work)
+    finally:
+        if args.keep is None:  # the smoke models and outputs (~130 MB)
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(work: Path) -> int:
     cmd = [str(Path(sys.executable).with_name("snakemake")), "-s", str(REPO / "Snakefile"),
            "--workflow-profile", str(REPO / "profiles" / "smoke"), "--directory", str(work), "results/ladder.csv"]
+    load = os.getloadavg()
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -41,7 +52,9 @@ def main() -> int:
         with open(tsv) as fh:
             row = next(csv.DictReader(fh, delimiter="\t"))
         per_rule[tsv.parent.name].append(float(row["s"]))
-    print(f"machine: {platform.node()} {platform.machine()} cpus={__import__('os').cpu_count()}")
+    print(f"machine: {platform.node()} {platform.machine()} cpus={os.cpu_count()}; load average before "
+          f"{' '.join(f'{x:.2f}' for x in load)}, after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"command: {' '.join(cmd)}")
     print(f"smoke ladder wall time: {wall:.1f} s (goal <= 180 s)")
     print(f"{'rule':<18}{'jobs':>5}{'sum s':>9}{'max s':>8}")

@@ -395,6 +395,19 @@ def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_f
     assert all(q in measured for q in quoted) and "`docs/measured.md`" in readme
 
 
+def test_the_readme_names_the_commit_of_every_committed_gpu_run_record():
+    """What covers the default generator: the README's list of the GPU runs' commits is every commit their records
+    name (a run's records name its commit; one the list leaves out is a run the README does not admit to)."""
+    named = set()
+    for path in (REPO / "bench" / "results").glob("gpu-run-h200-*/**/*"):
+        if path.is_file() and path.suffix in (".json", ".jsonl"):
+            named |= {c[:7] for c in re.findall(r'"commit": "([0-9a-f]{40})"', path.read_text(errors="replace"))}
+    text = (REPO / "README.md").read_text()
+    paragraph = text[text.index("**What covers the default generator"):text.index("## Layout")]
+    assert len(named) > 20 and named <= set(re.findall(r"\b[0-9a-f]{7}\b", paragraph)), sorted(
+        named - set(re.findall(r"\b[0-9a-f]{7}\b", paragraph)))
+
+
 def test_the_gpu_run_table_puts_each_jobs_ask_beside_what_the_driver_saw_and_flags_any_below(tmp_path, gpu_table):
     prov = tmp_path / "run" / "sizing" / "results" / "provenance"
     (prov / "generate").mkdir(parents=True)

@@ -170,8 +170,8 @@ CONFIG_CASES = [
     ("publish:\n  artifacts: [{path: results/Ladder-NF4.csv, kind: corpus}]\n", "publish.artifacts[0].path = "
      "'results/Ladder-NF4.csv': a corpus name carries nf4, which the gate refuses (rule 1)"),
     # cross-key checks (after defaults)
-    ("generator:\n  precision: nf4\n  device: cpu\n", "generator.precision = 'nf4': not allowed with generator.device = 'cpu'"),
-    ("conditions:\n  B: {references: [0, 91]}\n", "conditions.B.references[1] = 91"),
+    ("generator:\n  precision: nf4\n  device: cpu\n", "extra.yaml, line 2: generator.precision = 'nf4': not allowed with generator.device = 'cpu'"),
+    ("conditions:\n  B: {references: [0, 91]}\n", "extra.yaml, line 2: conditions.B.references[1] = 91"),
     ("conditions:\n  B: {prompt: 'turn around'}\n", "the template must contain {azimuth}"),
     ("conditions:\n  B: {prompt: 'turn to {angle}'}\n", "unknown placeholder(s) ['angle']"),
     ("conditions:\n  B: {prompt: 'orbit to {azimuth} degrees }'}\n", "conditions.B.prompt = 'orbit to {azimuth} "
@@ -179,9 +179,9 @@ CONFIG_CASES = [
      "twice ({{ or }})"),
     ("conditions:\n  B: {prompt: 'orbit to {azimuth:q}'}\n", "conditions.B.prompt = 'orbit to {azimuth:q}': cannot be "
      "filled with a whole number (Unknown format code 'q'"),
-    ("lora:\n  records:\n    instruction: 'orbit to {azimuth degrees'\n", "lora.records.instruction = 'orbit to "
+    ("lora:\n  records:\n    instruction: 'orbit to {azimuth degrees'\n", "extra.yaml, line 3: lora.records.instruction = 'orbit to "
      "{azimuth degrees': expected '}' before end of string"),
-    ("grades:\n  precision: nf4\n  device: cpu\n", "grades.precision = 'nf4': not allowed with grades.device = 'cpu'"),
+    ("grades:\n  precision: nf4\n  device: cpu\n", "extra.yaml, line 2: grades.precision = 'nf4': not allowed with grades.device = 'cpu'"),
     # (these seven were tests/test_workflow.py's, each through its own Snakemake; the CLI's wiring of the same
     # check is test_cli_refuses_every_problem_*, below)
     ("azimuths: [0, 45, 400]\n", "azimuths[2] = 400: not allowed; allowed: a whole number >= 0 and < 360"),

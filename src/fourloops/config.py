@@ -12,6 +12,7 @@ LINEAGE = False  # where and whether a job runs, never what it writes: not in an
 
 import copy
 import json
+import re
 import string
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -437,12 +438,27 @@ def check_config(
     if not problems:
         fill_defaults(config, str(schema_path))
         _plain_mappings(config)
-        problems = semantic_errors(config, list(backends), list(smoke_backends))
+        problems = [_located(m, origin) for m in semantic_errors(config, list(backends), list(smoke_backends))]
     if problems:
         raise ConfigError(
             "invalid config (nothing was run or written):\n  " + "\n  ".join(problems)
         )
     return config
+
+
+_KEY_FIRST = re.compile(r"([A-Za-z_]\w*(?:\.[\w-]+|\[\d+\])*) = ")
+
+
+def _located(message: str, origin) -> str:
+    """A cross-key message (`key.path[i] = value: ...`) with the file and line its first key was set at, as the
+    schema's messages have (a value left at its default has none)."""
+    m = _KEY_FIRST.match(message)
+    if m is None:
+        return message
+    where = tuple(int(part[1:-1]) if part.startswith("[") else part
+                  for part in re.findall(r"\[\d+\]|[^.\[\]]+", m.group(1)))
+    at = origin(where)
+    return f"{at}: {message}" if at else message
 
 
 def schema_with_slices(main: str | Path, slices: str | Path) -> dict:

@@ -125,7 +125,7 @@ def check(need: Need) -> str | None:
         if importlib.util.find_spec(need.what) is None:
             if need.what != "omnigen2":
                 return (f"package {need.what} (rule {need.rule}) is not installed; install the pod environment, "
-                        "which pins it: pip install -r envs/pod.lock")
+                        "which pins it: pip install -r envs/pod.txt")
             return (
                 f"package {need.what} (rule {need.rule}) is not installed; it is not on PyPI: install the "
                 "pod environment: pip install -r envs/pod.txt && envs/omnigen2.sh"
