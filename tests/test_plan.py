@@ -74,10 +74,19 @@ def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
     assert unpinned["config_problems"] == [
         "config generator.revision is not set (rule generate): pin the hub commit of OmniGen2/OmniGen2 "
         "(`hf download OmniGen2/OmniGen2` prints the snapshot path; its last part is the commit)"]
+    # the pod's own probe times its jobs (the desk's, 10x slower, times nothing on the pod)
+    for machine, seconds in (("pod", 7.0), ("desk", 70.0)):
+        probe = tmp_path / "results" / "probe" / machine / "generator.json"
+        probe.parent.mkdir(parents=True)
+        probe.write_text(json.dumps({
+            "key": "generator/omnigen2/bf16/512", "peak_vram_gib": 15.4, "machine_name": machine,
+            "gpu_name": "NVIDIA H200", "load_seconds": 17.0,
+            "configurations": [{"references": n, "seconds_per_item": seconds} for n in (1, 2, 3)]}))
     p = plan(tmp_path, *real, "--configfile", pinned(tmp_path), "--", "results/ladder.csv")
     assert p["config_problems"] == []
     gen = [j for j in p["jobs"] if j["rule"] == "generate"]
     assert len(gen) == 4 and all(j["cost_usd"] > 0 and j["machine"] == "pod" for j in gen)
+    assert all(j["seconds_source"].startswith("measured: probe on pod") for j in gen), gen[0]["seconds_source"]
     # the RunPod run from this machine: only its pod jobs go to the pod and are priced; the rest run here
     assert {j["machine"] for j in p["jobs"] if j["rule"] != "generate"} == {"desk"}
     assert not any(j["cost_usd"] for j in p["jobs"] if j["rule"] != "generate")

@@ -113,7 +113,8 @@ def stash(root: str | os.PathLike, jobs: list[JobFiles], owner_pid: int | None =
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(root / p, dest)
         entries.append({
-            "outputs": {p: _inode(root / p) for p in outputs},  # None: missing before the job (nothing to put back)
+            # None: missing before the job, or not a file (nothing was linked, nothing to put back)
+        "outputs": {p: _inode(root / p) if (root / p).is_file() else None for p in outputs},
             "records": [p for p in records if (root / p).is_file()],
             "markers": [_relative(root, p) for p in job.markers],
         })

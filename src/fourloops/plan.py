@@ -92,6 +92,9 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
     if executor is not None:
         view.planned_executor = executor
     shown = machine_name or view.config["machine"]
+    # the RunPod run planned from another profile: its own profile (profiles/pod) declares the pod's card, not this
+    # invocation's --resources
+    own_resources = not (machine_name == "pod" and view.executor() != "runpod")
     if machine_name == "pod":
         view.planned_executor = "runpod"
         machine_name = view.config["machine"]
@@ -99,7 +102,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         machine_name = view.slurm_cluster() or view.config["machine"]
         shown = machine_name
     view.set_target(machine_name)
-    verdict = view.check_walls(dag, machine_name)
+    verdict = view.check_walls(dag, machine_name, own_resources=own_resources)
     placed = getattr(verdict, "placed", None)  # a SLURM cluster: the partition per job
     machines = view.machines
     placement = verdict.placement  # profile tag -> machine (a pod job on the pod under the RunPod executor)
@@ -126,7 +129,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
             rule=pending.rule, output=pending.output, wildcards=pending.wildcards,
             reason=str(dag.reason(job)) if job is not None else "",
             why=", ".join(sorted(dag.reason(job).get_names())) if job is not None else "", profile=pending.profile,
-            machine=where.name,
+            machine=_runs_on(placed.where[pending.output]) if placed else where.name,
             verdict="fits" if not refused else "REFUSED: " + ", ".join(r["wall"] for r in refused),
             refused_walls=refused, vram_gib=round(ask.vram_mb / 1024.0, 2), vram_source=ask.vram.source,
             seconds=round(secs, 1), seconds_source=src, cost_usd=round(cost, 4),

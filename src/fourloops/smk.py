@@ -62,7 +62,8 @@ class Workflow:
         self.records = records.index(Path.cwd())
         self.measured = asks.Measurements.load(Path.cwd(), measured_key, index=self.records)
         self._asks: dict = {}
-        self._ask_context: AskContext | None = None
+        self._ask_contexts: dict[str, AskContext] = {}
+        self._placements: dict = {}
         self._params: dict = {}
         self._lineage: dict = {}
         self._producers: dict = {}
@@ -393,39 +394,51 @@ class Workflow:
             runlock.hold(Path.cwd(), os.environ.get("FOURLOOPS_INVOCATION", ""))
         except runlock.RunLockError as err:
             raise WorkflowError(str(err)) from None
-        for under in ("results", "models"):  # the job outputs' folders (models/: the smoke and sizing builds)
+        for under in ("results", "models/smoke", "models/sizing"):  # the folders jobs write (the model builds')
             for path in runlock.clear_leftovers(Path.cwd(), under):
                 print(f"fourloops: removed {path}, left by a killed job", file=sys.stderr)
 
     # ---------------------------------------------------------------------------------------- asks
+    def placed_on(self, rulename: str, wildcards: dict) -> str:
+        """The machine whose asks a job takes: the one the executor moves it to (a pod job under the RunPod
+        executor: the pod's probes, allocator and card), else the target."""
+        executor = self.executor()
+        if executor not in self._placements:
+            self._placements[executor] = machines.placement(executor, self.machines)
+        moved = self._placements[executor]
+        target = self.target or self.config["machine"]
+        return moved.get(self.profile(rulename, wildcards), target) if moved else target
+
     def ask(self, rulename: str, wildcards: dict) -> asks.Ask:
-        key = (rulename, tuple(sorted(wildcards.items())))
+        on = self.placed_on(rulename, wildcards)
+        key = (on, rulename, tuple(sorted(wildcards.items())))
         if key not in self._asks:
-            ctx = self.ask_context()
+            ctx = self.ask_context(on)
             self._asks[key] = self.stage(rulename).ask_for(ctx, wildcards, self.params(rulename, wildcards))
         return self._asks[key]
 
-    def ask_context(self) -> AskContext:
-        """What the asks consult: the model facts as the target machine's torch allocator makes them
-        (machines.yaml `cuda_allocator`; for jobs this Snakemake starts itself, here or through SLURM, which
-        passes the environment on, torch's variable as the environment holds it: a user's own setting stands over
-        the machine's, rules/common.smk; a pod's jobs take the pod's, which the RunPod executor sets), its
-        measurements, its name; made once per target."""
-        if self._ask_context is None:
-            name = self.target or self.config["machine"]
+    def ask_context(self, name: str | None = None) -> AskContext:
+        """What the asks on machine `name` (default: the target) consult: the model facts as its torch allocator
+        makes them (machines.yaml `cuda_allocator`; for jobs this Snakemake starts itself, here or through SLURM,
+        which passes the environment on, torch's variable as the environment holds it: a user's own setting stands
+        over the machine's, rules/common.smk; a pod's jobs take the pod's, which the RunPod executor sets), its
+        measurements, its name; made once per machine."""
+        name = name or self.target or self.config["machine"]
+        if name not in self._ask_contexts:
             allocator = machines.allocator(self.machines, name)
             if self.executor() != "runpod" and "runpod" not in (self.machines.get(name) or {}):
                 allocator = card.own_allocator() or allocator
             facts = asks.for_allocator(self.facts, allocator)
             # a measurement made under another allocator is a floor for the job's estimate (asks.Measurements)
-            self._ask_context = AskContext(facts, dataclasses.replace(self.measured, allocator=allocator), name)
-        return self._ask_context
+            self._ask_contexts[name] = AskContext(facts, dataclasses.replace(self.measured, allocator=allocator),
+                                                  name)
+        return self._ask_contexts[name]
 
     def set_target(self, machine_name: str) -> None:
         """Judge the asks for `machine_name` (its own probes first), whatever the run's config machine says."""
         if machine_name != self.target:
             self.target = machine_name
-            self._ask_context = None
+            self._ask_contexts.clear()
             self._asks.clear()
             self._slurm.clear()
 
@@ -515,7 +528,7 @@ class Workflow:
             out.append(walls.PendingJob(
                 rule=job.rule.name, output=str(job.output[0]), profile=self.profile(job.rule.name, wc),
                 ask=self.ask(job.rule.name, wc), wildcards=wc, params=self.params(job.rule.name, wc),
-                context=self.ask_context(),
+                context=self.ask_context(self.placed_on(job.rule.name, wc)),
             ))
         return out
 
@@ -523,7 +536,7 @@ class Workflow:
         provided = machines.resource_value(self.wf.global_resources, "vram_mb")
         return int(provided) if isinstance(provided, (int, float)) and provided < 2**40 else None
 
-    def check_walls(self, dag, machine_name: str | None = None) -> walls.Verdict:
+    def check_walls(self, dag, machine_name: str | None = None, own_resources: bool = True) -> walls.Verdict:
         """Every pending job against the machine it will run on (config machine, or the pod under its executor;
         on a SLURM cluster, the partition fourloops.slurm chooses: the verdict then carries `placed`)."""
         cluster = machine_name if machine_name in machines.clusters(self.machines) else (
@@ -535,7 +548,7 @@ class Workflow:
         target = machine_name or self.config["machine"]
         # this invocation's --resources vram_mb caps jobs run from here; asked about another machine, its own
         # profile would declare that machine's card
-        provided = self.provided_vram_mb() if target == self.config["machine"] else None
+        provided = self.provided_vram_mb() if own_resources and target == self.config["machine"] else None
         return walls.check_jobs(
             self.pending(dag), self.machines, target, provided,
             machines.placement(self.executor(), self.machines),
@@ -567,7 +580,7 @@ class Workflow:
         from fourloops.preflight import CONFIG_KINDS
 
         return (self._pending_needs(dag, lambda job, need: need.kind in CONFIG_KINDS)
-                + self.pod_directory_problems(dag, planned_for_a_pod=self.target == "pod"))
+                + self.pod_directory_problems(dag))
 
     def preflight_problems(self, dag) -> list[str]:
         """What this machine lacks for its own pending jobs (a remote job's machine needs are met, or not, on its
@@ -578,13 +591,12 @@ class Workflow:
         return (self._pending_needs(dag, lambda job, need: id(job) in here or need.kind in CONFIG_KINDS)
                 + self.pod_directory_problems(dag))
 
-    def pod_directory_problems(self, dag, planned_for_a_pod: bool = False) -> list[str]:
-        """A pod job (under the RunPod executor, or, `planned_for_a_pod`, in `fourloops plan --machine pod`) that
-        would load weights from a directory of this machine (its `local_weights` param): the pod's fresh container
+    def pod_directory_problems(self, dag) -> list[str]:
+        """A pod job (under the RunPod executor, or the one `fourloops plan` plans for) that would load weights from a directory of this machine (its `local_weights` param): the pod's fresh container
         has none of this machine's files and the executor uploads job inputs only, so the job would fail there after
         the pod is paid for. A run on the pod itself (its config machine `pod`, no executor) reads its own
         directories, and a SLURM node the shared filesystem: neither is refused."""
-        if self.executor() != "runpod" and not planned_for_a_pod:
+        if self.executor() != "runpod":
             return []
         from fourloops.model_sets import LOCAL_WEIGHT_KEYS
 
@@ -646,7 +658,7 @@ class Workflow:
         """A job that resumes from checkpoints (its `checkpoint_dir` param: the LoRA's) resumes only from those its
         own lineage wrote: the training's fingerprint holds its config and inputs, not the code, so a checkpoint left
         by a killed run of other code would be continued under the new lineage, half one and half the other. The
-        lineage each pending local job runs under is kept in CHECKPOINT_LINEAGE; another lineage's checkpoints, or
+        lineage each pending job that checkpoints on this filesystem runs under is kept in CHECKPOINT_LINEAGE; another lineage's checkpoints, or
         ones no run of this workflow recorded, are removed before the job, saying so."""
         import shutil
 
@@ -655,7 +667,10 @@ class Workflow:
         table_path = Path(CHECKPOINT_LINEAGE)
         table = read_json(table_path) if table_path.is_file() else {}
         changed = False
-        for job in self.local_jobs(dag):
+        pod = machines.remote_tags(self.executor(), self.machines)  # a pod's checkpoints stay on the pod
+        for job in dag.needrun_jobs():  # here, or on a SLURM node, which resumes from the shared filesystem
+            if not job.rule.output or self.profile(job.rule.name, dict(job.wildcards.items())) in pod:
+                continue
             params = dict(job.params.items())
             where, lineage = params.get("checkpoint_dir"), params.get("lineage")
             if not where or not lineage:

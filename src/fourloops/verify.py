@@ -171,7 +171,7 @@ def check(
     use_cache: bool = True,
     cache: HashCache | None = None,
     index: records.ProvenanceIndex | None = None,
-    expected: Iterable[Expected] = (),
+    expected: Iterable[Expected] | None = None,
 ) -> list[Problem]:
     """Every problem of every record under results/provenance (or, given `paths`, of the records
     whose job makes one of those paths: files, directories or record files, relative to `workdir`).
@@ -188,9 +188,9 @@ def check(
     if cache is None:
         cache = HashCache(workdir / HASH_CACHE if use_cache else None)
     problems: list[Problem] = []
-    expected = list(expected)
+    standalone = expected is None  # no DAG says which files jobs make: the workflow's own folders do
+    expected = list(expected or ())
     made = {norm(p) for job in expected for p in (job.record, *job.outputs)}
-    standalone = not expected  # no DAG says which files jobs make: the workflow's own folders do
 
     stats: dict[str, list] = {}  # path -> [stat or None, sha256 or None]: each file stat'd and hashed once
 

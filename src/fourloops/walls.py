@@ -115,6 +115,8 @@ def check_jobs(
     jobs: list[PendingJob], machines: dict, target: str, provided_vram_mb: int | None = None,
     placement: dict | None = None,
 ) -> Verdict:
+    # this invocation's --resources caps the jobs it runs; one the executor moves (a pod job) is capped there too,
+    # by the same Snakemake: profiles/pod declares the pod's card
     checked = [(j, check_job(j, target_for(j, machines, target, placement), provided_vram_mb)) for j in jobs]
     return Verdict(machine(machines, target), checked, placement)
 
