@@ -90,7 +90,8 @@ def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
     # the RunPod run from this machine: only its pod jobs go to the pod and are priced; the rest run here
     assert {j["machine"] for j in p["jobs"] if j["rule"] != "generate"} == {"desk"}
     assert not any(j["cost_usd"] for j in p["jobs"] if j["rule"] != "generate")
-    assert p["totals"]["pod"]["cost_usd"] > 0 and p["totals"]["pod"]["jobs"] == 4 and p["machine"] == "pod"
+    assert p["totals"]["pod"]["cost_usd"] > 0 and p["totals"]["pod"]["jobs"] == 4
+    assert (p["machine"], p["executor"]) == ("desk", "runpod")  # the run profiles/pod makes, whatever the profile
     # the whole bill: the pod's fixed costs (config/pod_life.yaml) and transfers on top of the jobs' seconds
     bill = p["pod_bill"]
     assert bill["gpu_s"] == p["totals"]["pod"]["seconds"]
@@ -118,10 +119,10 @@ def test_a_plan_places_each_job_as_the_profiles_executor_would(tmp_path):
     seeds = tmp_path / "seeds-lora.yaml"
     seeds.write_text("lora: {frozen_dtype: fp32, text_encoder: resident, profile: pod}\n")
 
-    def run(profile: str) -> subprocess.CompletedProcess:
+    def run(profile: str, *extra: str, targets=("results/lora/camera.safetensors",)) -> subprocess.CompletedProcess:
         return subprocess.run(
             [FOURLOOPS, "plan", "--json", "--workflow-profile", str(REPO / "profiles" / profile), "--directory",
-             str(tmp_path), "--configfile", pinned(tmp_path), str(seeds), "--", "results/lora/camera.safetensors"],
+             str(tmp_path), "--configfile", pinned(tmp_path), str(seeds), *extra, "--", *targets],
             capture_output=True, text=True, env=snakemake_env(), cwd=tmp_path, timeout=300)
 
     proc = run("pod")
@@ -133,7 +134,19 @@ def test_a_plan_places_each_job_as_the_profiles_executor_would(tmp_path):
     assert p["executor"] == "runpod" and p["pod_bill"]["order"] == ["results/lora/camera.safetensors"]
     proc = run("default")  # the desk alone: the same job is refused there
     assert proc.returncode == 2 and "rule lora_train, 1 job(s)" in json.loads(proc.stdout)["refusals"], proc.stdout
-    proc = run("slurm")
+    # a job refused on the pod is named as refused there, not on the desk the run starts from
+    big = tmp_path / "big.yaml"
+    big.write_text("lora: {resolution: 2048}\n")
+    proc = run("pod", str(big))
+    assert proc.returncode == 2 and json.loads(proc.stdout)["refusals"].startswith(
+        "walls: 1 job(s) cannot run on pod: "), proc.stdout[-3000:]
+    # the DFC's compile runs in the container on the pod (container.host: pod): priced and in the pod's bill
+    proc = run("pod", targets=("results/hef/rfdetr-keypoint.hef",))
+    p = json.loads(proc.stdout)
+    (compile_,) = [j for j in p["jobs"] if j["rule"] == "hef_compile"]
+    assert compile_["machine"] == "container on pod" and compile_["rented"] and compile_["cost_usd"] > 0, compile_
+    assert p["pod_bill"]["order"] == ["results/hef/rfdetr-keypoint.hef"], p["pod_bill"]
+    proc = run("slurm", "--machine", "desk")  # the SLURM run from the desk: each job on its partition
     assert proc.returncode == 0, proc.stderr[-3000:]
     p = json.loads(proc.stdout)
     assert p["executor"] == "slurm" and p["machine"] == "cluster" and not p["pod_bill"]

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fourloops import asks, machines, podbill, records, refusal, walls
+from fourloops import machines as machines_mod
 from fourloops.tables import format_table
 from fourloops.tables import hms as _hms
 
@@ -46,6 +47,7 @@ class PlannedJob:
     out_mb: float = 0.0
     partition: str = ""  # on a SLURM cluster: "partition <name>", "here (desk)" or "refused"
     levers: dict | None = None  # a refused job: what would make it fit (fourloops.levers.Levers.as_dict)
+    rented: bool = False  # the RunPod executor runs it on a rented pod (a pod job, the container's on a pod host)
 
 
 def planned(view, targets: list[str]) -> dict:
@@ -91,16 +93,20 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
     view = workflow_of(workflow)
     if executor is not None:
         view.planned_executor = executor
-    shown = machine_name or view.config["machine"]
     # the RunPod run planned from another profile: its own profile (profiles/pod) declares the pod's card, not this
     # invocation's --resources
     own_resources = not (machine_name == "pod" and view.executor() != "runpod")
     if machine_name == "pod":
         view.planned_executor = "runpod"
         machine_name = view.config["machine"]
-    if machine_name is None:  # as the run's own wall check: config machine, or the SLURM executor's cluster
-        machine_name = view.slurm_cluster() or view.config["machine"]
-        shown = machine_name
+    elif machine_name in machines_mod.clusters(view.machines):  # the SLURM run on that cluster
+        view.planned_executor = "slurm"
+    if machine_name is None or (view.executor() == "slurm"
+                                and machine_name not in machines_mod.clusters(view.machines)):
+        # as the run's own wall check: config machine, or under the SLURM executor its cluster (a job the cluster
+        # cannot take, the desk's Hailo USB, stays here)
+        machine_name = view.slurm_cluster() or machine_name or view.config["machine"]
+    shown = machine_name
     view.set_target(machine_name)
     verdict = view.check_walls(dag, machine_name, own_resources=own_resources)
     placed = getattr(verdict, "placed", None)  # a SLURM cluster: the partition per job
@@ -124,7 +130,8 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         where = walls.target_for(pending, machines, machine_name, placement)
         cost = secs / 3600.0 * where.hourly_usd if not placed else 0.0
         refused = [asdict(r) for r in checks if not r.ok]
-        moved = _moved_mb(job, life) if pending.profile == "pod" and life is not None and job is not None else (0.0, 0.0)
+        rented = bool(placement) and placement.get(pending.profile) == "pod"
+        moved = _moved_mb(job, life) if rented and life is not None and job is not None else (0.0, 0.0)
         rows.append(PlannedJob(
             rule=pending.rule, output=pending.output, wildcards=pending.wildcards,
             reason=str(dag.reason(job)) if job is not None else "",
@@ -137,6 +144,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
             needs=_needs(dag, job, jobs), in_mb=round(moved[0], 3), out_mb=round(moved[1], 3),
             partition=placed.where[pending.output] if placed else "",
             levers=found[(pending.rule, tuple(checks))].as_dict() if (pending.rule, tuple(checks)) in found else None,
+            rented=rented,
         ))
         t = totals.setdefault(_runs_on(placed.where[pending.output]) if placed else where.name,
                               {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
@@ -144,7 +152,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         t["seconds"] += secs
         t["cost_usd"] += cost
     bill = None
-    if life is not None and any(r.profile == "pod" for r in rows):
+    if life is not None and any(r.rented for r in rows):
         # the executor's settings (machines.yaml pod.runpod, or the running executor's own: `runpod`)
         settings = {**(machines["pod"].get("runpod") or {}), **(runpod or {})}
         bill = pod_bill(rows, life, view.facts, Path(workflow.basedir), float(machines["pod"].get("hourly_usd", 0.0)),
@@ -200,10 +208,12 @@ def pod_bill(rows: list[PlannedJob], life, facts: dict, basedir: Path, hourly_us
     teardown (fourloops.podbill.forecast)."""
     from snakemake_executor_plugin_runpod.transport import source_files
 
-    models = podbill.fetch_order([(r.output, r.profile, r.model, r.needs) for r in rows])  # the executor's
-    pod = sorted((r for r in rows if r.profile == "pod"),  # stable: then the plan's order
+    # the jobs on a rented pod: those tagged pod, and the container's under container.host: pod (the DFC's compile)
+    models = podbill.fetch_order([(r.output, "pod" if r.rented else r.profile, r.model, r.needs)
+                                  for r in rows])  # the executor's
+    pod = sorted((r for r in rows if r.rented),  # stable: then the plan's order
                  key=lambda r: models.index(r.model) if r.model in models else 0)
-    done = {r.output for r in rows if r.profile != "pod"}
+    done = {r.output for r in rows if not r.rented}
     ordered = []
     while pod:  # a pod job after the pod jobs it needs
         nxt = next((r for r in pod if all(n in done or n not in {p.output for p in pod} for n in r.needs)), pod[0])
@@ -220,6 +230,11 @@ def pod_bill(rows: list[PlannedJob], life, facts: dict, basedir: Path, hourly_us
     return bill
 
 
+def _usd(cost: float) -> str:
+    """A job's or a machine's cost: '-' for none, '<$0.01' for one that rounds to nothing."""
+    return "-" if not cost else (f"${cost:.2f}" if cost >= 0.005 else "<$0.01")
+
+
 def _verdict(j: dict) -> str:
     """A row's verdict; a refused row adds its first lever (the refusals below list them all)."""
     return j["verdict"] + (f"; {j['levers']['short']}" if j.get("levers") else "")
@@ -230,13 +245,14 @@ def format_plan(plan: dict) -> str:
         return f"plan on {plan['machine']}: nothing to be done"
     head = ("rule", "output", "profile", "runs on", "walls there", "time", "cost", "why")
     rows = [(j["rule"], j["output"], j["profile"], j.get("partition") or j.get("machine", ""), _verdict(j), _hms(j["seconds"]),
-             f"${j['cost_usd']:.2f}" if j["cost_usd"] else "-", j["why"]) for j in plan["jobs"]]
+             _usd(j["cost_usd"]), j["why"]) for j in plan["jobs"]]
     executor = plan.get("executor")
     lines = [f"plan of a run on {plan['machine']}" + (f" under the {executor} executor" if executor in (
         "runpod", "slurm") else "") + ":", format_table(head, rows), "", "totals per machine:"]
+    width = max((len(w) for w in plan["totals"]), default=10)
     for where, t in sorted(plan["totals"].items()):
-        cost = f", ${t['cost_usd']:.2f}" if t["cost_usd"] else ""
-        lines.append(f"  {where:10s} {t['jobs']:4d} jobs  {_hms(t['seconds'])}{cost}")
+        cost = f", {_usd(t['cost_usd'])}" if t["cost_usd"] else ""
+        lines.append(f"  {where:{width}s} {t['jobs']:4d} jobs  {_hms(t['seconds'])}{cost}")
     bill = plan.get("pod_bill")
     if bill:
         idle = bill["idle_s"]
@@ -246,7 +262,8 @@ def format_plan(plan: dict) -> str:
                       f"(billed/floor {bill['billed_s'] / bill['floor_s']:.3f})" if bill["gpu_s"] else "",
                   "  fixed per pod: " + ", ".join(f"{c} {idle[c]:.0f} s" for c in ("pull", "ready", "setup", "download"))
                   + f"; transfers {idle['transfer']:.0f} s (repo {bill['repo_mb']:.0f} MB); teardown {idle['teardown']:.0f} s"
-                  + "; weights " + ", ".join(f"{m} {gb:.1f} GB" for m, gb in bill["weights_gb"].items())]
+                  + ("; weights " + ", ".join(f"{m} {gb:.1f} GB" for m, gb in bill["weights_gb"].items())
+                     if bill["weights_gb"] else "")]
     not_fresh = Counter(j["rule"] for j in plan["jobs"]
                         if any(mark in j.get("seconds_source", "") for mark in asks.WARMUP_NOT_FRESH))
     if not_fresh:

@@ -50,14 +50,22 @@ def report(verdict: Verdict, machines: dict, found: dict | None = None) -> str:
     make it fit (`found`: levers_of(verdict, machines), when the caller has computed it already)."""
     by_group = groups(verdict)
     found = levers_of(verdict, machines) if found is None else found
-    m = verdict.machine
+
+    def judged_on(job):  # the machine the executor placed the job on (a pod job on the pod), else the target
+        if not verdict.placement or job.profile not in verdict.placement:
+            return verdict.machine
+        return target_for(job, machines, verdict.machine.name, verdict.placement)
+
+    on = {key: judged_on(members[0][0]) for key, members in by_group.items()}
+    named = list(dict.fromkeys(f"{m.label()} ({m.description})" for m in on.values()))
     n = sum(len(g) for g in by_group.values())
-    out = [f"walls: {n} job(s) cannot run on {m.label()} ({m.description}); nothing was started."]
+    out = [f"walls: {n} job(s) cannot run on {' or '.join(named)}; nothing was started."]
     for (rule, rows), members in by_group.items():
         outs = ", ".join(j.output for j, _ in members[:4]) + (" ..." if len(members) > 4 else "")
-        out.append(f"\nrule {rule}, {len(members)} job(s): {outs}")
+        out.append(f"\nrule {rule}, {len(members)} job(s): {outs}" + (
+            f" (on {on[(rule, rows)].name})" if len(named) > 1 else ""))
         out.append(format_table(list(rows)))
-        fits = where_fits(members[0][0], machines, exclude=m.name)
+        fits = where_fits(members[0][0], machines, exclude=on[(rule, rows)].name)
         out.append("  " + ("; ".join(fits) if fits else "fits no configured machine"))
         if (rule, rows) in found:
             out.append(levers.format_levers(found[(rule, rows)]))
