@@ -495,7 +495,7 @@ def test_a_checkpoint_is_resumed_only_by_the_lineage_that_wrote_it(tmp_path, mon
         (folder / "step-000004").mkdir(parents=True, exist_ok=True)
         job = SimpleNamespace(rule=SimpleNamespace(name="lora_train", output=["camera.safetensors"]), wildcards={},
                               params={"checkpoint_dir": str(folder), "lineage": lineage})
-        view = SimpleNamespace(executor=lambda: "slurm", machines={}, profile=lambda rule, wildcards: "desk")
+        view = SimpleNamespace(placement=lambda: {}, profile=lambda rule, wildcards: "desk")  # slurm: nothing moved to a pod
         smk.Workflow.retire_checkpoints(view, SimpleNamespace(needrun_jobs=lambda: [job]))  # a node's job too
         return folder.exists()
 

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fourloops import asks, machines, podbill, records, refusal, walls
-from fourloops import machines as machines_mod
 from fourloops.tables import format_table
 from fourloops.tables import hms as _hms
 
@@ -99,10 +98,10 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
     if machine_name == "pod":
         view.planned_executor = "runpod"
         machine_name = view.config["machine"]
-    elif machine_name in machines_mod.clusters(view.machines):  # the SLURM run on that cluster
+    elif machine_name in machines.clusters(view.machines):  # the SLURM run on that cluster
         view.planned_executor = "slurm"
     if machine_name is None or (view.executor() == "slurm"
-                                and machine_name not in machines_mod.clusters(view.machines)):
+                                and machine_name not in machines.clusters(view.machines)):
         # as the run's own wall check: config machine, or under the SLURM executor its cluster (a job the cluster
         # cannot take, the desk's Hailo USB, stays here)
         machine_name = view.slurm_cluster() or machine_name or view.config["machine"]
@@ -110,7 +109,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
     view.set_target(machine_name)
     verdict = view.check_walls(dag, machine_name, own_resources=own_resources)
     placed = getattr(verdict, "placed", None)  # a SLURM cluster: the partition per job
-    machines = view.machines
+    table = view.machines
     placement = verdict.placement  # profile tag -> machine (a pod job on the pod under the RunPod executor)
     jobs = {id(j): j for j in dag.needrun_jobs()}
     by_output = {}
@@ -118,7 +117,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         by_output[str(j.output[0]) if len(j.output) else j.rule.name] = j
     rows: list[PlannedJob] = []
     totals: dict[str, dict] = {}
-    found = refusal.levers_of(verdict, machines) if not verdict.ok else {}  # refused jobs only: the dry-run pays nothing else
+    found = refusal.levers_of(verdict, table) if not verdict.ok else {}  # refused jobs only: the dry-run pays nothing else
     life = podbill.load_life() if view.executor() == "runpod" and not placed else None
     for pending, checks in verdict.checked:
         ask = pending.ask
@@ -127,16 +126,17 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         hist = records.benchmark_seconds(bench)
         secs, src = (hist, f"benchmark history {bench}") if hist is not None else (ask.seconds.value, ask.seconds.source)
         # priced at the hourly rate of the machine it runs on (a SLURM cluster's partitions bill nothing here)
-        where = walls.target_for(pending, machines, machine_name, placement)
+        where = walls.target_for(pending, table, machine_name, placement)
         cost = secs / 3600.0 * where.hourly_usd if not placed else 0.0
         refused = [asdict(r) for r in checks if not r.ok]
         rented = bool(placement) and placement.get(pending.profile) == "pod"
+        runs_on = _runs_on(placed.where[pending.output]) if placed else where.name
         moved = _moved_mb(job, life) if rented and life is not None and job is not None else (0.0, 0.0)
         rows.append(PlannedJob(
             rule=pending.rule, output=pending.output, wildcards=pending.wildcards,
             reason=str(dag.reason(job)) if job is not None else "",
             why=", ".join(sorted(dag.reason(job).get_names())) if job is not None else "", profile=pending.profile,
-            machine=_runs_on(placed.where[pending.output]) if placed else where.name,
+            machine=runs_on,
             verdict="fits" if not refused else "REFUSED: " + ", ".join(r["wall"] for r in refused),
             refused_walls=refused, vram_gib=round(ask.vram_mb / 1024.0, 2), vram_source=ask.vram.source,
             seconds=round(secs, 1), seconds_source=src, cost_usd=round(cost, 4),
@@ -146,16 +146,15 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
             levers=found[(pending.rule, tuple(checks))].as_dict() if (pending.rule, tuple(checks)) in found else None,
             rented=rented,
         ))
-        t = totals.setdefault(_runs_on(placed.where[pending.output]) if placed else where.name,
-                              {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
+        t = totals.setdefault(runs_on, {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
         t["jobs"] += 1
         t["seconds"] += secs
         t["cost_usd"] += cost
     bill = None
     if life is not None and any(r.rented for r in rows):
         # the executor's settings (machines.yaml pod.runpod, or the running executor's own: `runpod`)
-        settings = {**(machines["pod"].get("runpod") or {}), **(runpod or {})}
-        bill = pod_bill(rows, life, view.facts, Path(workflow.basedir), float(machines["pod"].get("hourly_usd", 0.0)),
+        settings = {**(table["pod"].get("runpod") or {}), **(runpod or {})}
+        bill = pod_bill(rows, life, view.facts, Path(workflow.basedir), float(table["pod"].get("hourly_usd", 0.0)),
                         fetch_at=settings.get("fetch_at", "container"),
                         poll_s=float(settings.get("poll_s", podbill.DEFAULT_POLL_S)))
     return {
@@ -165,7 +164,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         "pod_bill": bill,
         "jobs": [asdict(r) for r in rows],
         "totals": {k: {**v, "seconds": round(v["seconds"], 1), "cost_usd": round(v["cost_usd"], 4)} for k, v in totals.items()},
-        "refusals": ((refusal.cluster_report(placed, machines) if placed else refusal.report(verdict, machines, found))
+        "refusals": ((refusal.cluster_report(placed, table) if placed else refusal.report(verdict, table, found))
                      if not verdict.ok else ""),
         "config_problems": view.config_problems(dag),  # a run refuses these before any job, wherever it runs
     }

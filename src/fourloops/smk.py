@@ -399,13 +399,18 @@ class Workflow:
                 print(f"fourloops: removed {path}, left by a killed job", file=sys.stderr)
 
     # ---------------------------------------------------------------------------------------- asks
-    def placed_on(self, rulename: str, wildcards: dict) -> str:
-        """The machine whose asks a job takes: the one the executor moves it to (a pod job under the RunPod
-        executor: the pod's probes, allocator and card), else the target."""
+    def placement(self) -> dict[str, str]:
+        """Profile tag -> the machine the executor moves its jobs to (fourloops.machines.placement), once per
+        executor."""
         executor = self.executor()
         if executor not in self._placements:
             self._placements[executor] = machines.placement(executor, self.machines)
-        moved = self._placements[executor]
+        return self._placements[executor]
+
+    def placed_on(self, rulename: str, wildcards: dict) -> str:
+        """The machine whose asks a job takes: the one the executor moves it to (a pod job under the RunPod
+        executor: the pod's probes, allocator and card), else the target."""
+        moved = self.placement()
         target = self.target or self.config["machine"]
         return moved.get(self.profile(rulename, wildcards), target) if moved else target
 
@@ -549,10 +554,7 @@ class Workflow:
         # this invocation's --resources vram_mb caps jobs run from here; asked about another machine, its own
         # profile would declare that machine's card
         provided = self.provided_vram_mb() if own_resources and target == self.config["machine"] else None
-        return walls.check_jobs(
-            self.pending(dag), self.machines, target, provided,
-            machines.placement(self.executor(), self.machines),
-        )
+        return walls.check_jobs(self.pending(dag), self.machines, target, provided, self.placement())
 
     def local_jobs(self, dag):
         """Pending jobs that run on this machine (pod jobs meet their needs on the pod)."""
@@ -592,8 +594,9 @@ class Workflow:
                 + self.pod_directory_problems(dag))
 
     def pod_directory_problems(self, dag) -> list[str]:
-        """A pod job (under the RunPod executor, or the one `fourloops plan` plans for) that would load weights from a directory of this machine (its `local_weights` param): the pod's fresh container
-        has none of this machine's files and the executor uploads job inputs only, so the job would fail there after
+        """A pod job (under the RunPod executor, or the one `fourloops plan` plans for) that would load weights
+        from a directory of this machine (its `local_weights` param): the pod's fresh container has none of this
+        machine's files and the executor uploads job inputs only, so the job would fail there after
         the pod is paid for. A run on the pod itself (its config machine `pod`, no executor) reads its own
         directories, and a SLURM node the shared filesystem: neither is refused."""
         if self.executor() != "runpod":
@@ -658,8 +661,9 @@ class Workflow:
         """A job that resumes from checkpoints (its `checkpoint_dir` param: the LoRA's) resumes only from those its
         own lineage wrote: the training's fingerprint holds its config and inputs, not the code, so a checkpoint left
         by a killed run of other code would be continued under the new lineage, half one and half the other. The
-        lineage each pending job that checkpoints on this filesystem runs under is kept in CHECKPOINT_LINEAGE; another lineage's checkpoints, or
-        ones no run of this workflow recorded, are removed before the job, saying so."""
+        lineage each pending job that checkpoints on this filesystem runs under is kept in CHECKPOINT_LINEAGE;
+        another lineage's checkpoints, or ones no run of this workflow recorded, are removed before the job, saying
+        so."""
         import shutil
 
         from fourloops.io import read_json, write_json
@@ -667,7 +671,7 @@ class Workflow:
         table_path = Path(CHECKPOINT_LINEAGE)
         table = read_json(table_path) if table_path.is_file() else {}
         changed = False
-        pod = machines.remote_tags(self.executor(), self.machines)  # a pod's checkpoints stay on the pod
+        pod = set(self.placement())  # a pod's checkpoints stay on the pod
         for job in dag.needrun_jobs():  # here, or on a SLURM node, which resumes from the shared filesystem
             if not job.rule.output or self.profile(job.rule.name, dict(job.wildcards.items())) in pod:
                 continue
