@@ -230,12 +230,15 @@ repeat() {  # the ladder's generator and keypoints jobs once more, forced, on th
 # "results/generate/D/views.json results/drift/watercolor.csv results/grades/watercolor.csv results/hef/rfdetr-keypoint.onnx")
 read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
-heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-04, under torch's DEFAULT allocator,
+heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-05, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
-  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 bf16 at 768 px
-  # with 2 references and a LoRA step at 704 px rank 32; NF4 at 1024 px with 2 references and a LoRA step at 384 px
-  # rank 32; the scorer at NF4 grading 960 px images (chosen after the twenty-third run, before any run of them;
-  # none of them in a committed record under the default allocator).
+  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 NF4 at 960 px
+  # with 3 references and a LoRA step at 544 px rank 32; NF4 at 832 px with 2 references and a LoRA step at 928 px
+  # rank 16; the scorer at bf16 grading 832 px images; bf16 at 576 px with 1 reference (chosen after the twenty-fifth
+  # run and the NF4 activations offset fitted on it, before any run of them; none of them in a committed record under
+  # the default allocator).
+  # The twenty-fifth run's (chosen in 121c250): bf16 768 px (2 references) with LoRA 704 px r32, NF4 1024 px (2) with
+  # LoRA 384 px r32, the scorer at NF4 grading 960 px images.
   # The twenty-third run's (chosen in 22d7642): bf16 960 px (1 reference) with LoRA 896 px r64, NF4 896 px (3) with
   # LoRA 320 px r32, the scorer at bf16 grading 640 px images.
   # The twenty-first run's (chosen in 5842530 and 8c2caba): bf16 768 px (1 reference) with LoRA 1024 px r32, bf16
@@ -258,12 +261,13 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 768 --items 1 --references 2 --omnigen2-precisions bf16 \
-    --lora-steps bf16:precomputed:704:32
-  python3 bench/sizing_gpu.py "${common[@]}" --size 1024 --items 1 --references 2 --omnigen2-precisions nf4 \
-    --lora-steps bf16:precomputed:384:32
-  python3 bench/sizing_gpu.py "${common[@]}" --size 960 --items 1 --omnigen2-precisions --lora-steps \
-    --scorer-precisions nf4 --scorer-max-new-tokens 48
+  python3 bench/sizing_gpu.py "${common[@]}" --size 960 --items 1 --references 3 --omnigen2-precisions nf4 \
+    --lora-steps bf16:precomputed:544:32
+  python3 bench/sizing_gpu.py "${common[@]}" --size 832 --items 1 --references 2 --omnigen2-precisions nf4 \
+    --lora-steps bf16:precomputed:928:16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 832 --items 1 --omnigen2-precisions --lora-steps \
+    --scorer-precisions bf16 --scorer-max-new-tokens 48
+  python3 bench/sizing_gpu.py "${common[@]}" --size 576 --items 1 --references 1 --omnigen2-precisions bf16 --lora-steps
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
