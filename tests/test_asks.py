@@ -473,6 +473,7 @@ RUN15 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run15"
 RUN17 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run17"
 RUN22 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run22"
 RUN24 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run24"
+RUN25 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-05-run25"
 
 
 # what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
@@ -507,11 +508,13 @@ def test_the_same_jobs_twice_table_regenerates_and_the_account_quotes_it():
     assert line.startswith("jobs run twice: 6;") and line in GPU_RUNS_DOC.read_text()
 
 
-def test_the_allocator_a_b_table_regenerates_and_the_account_quotes_its_detector_lines():
-    # the twenty-fourth run's alloc_ab: the same probes, each allocator in turn, each in its own process
-    text = _bench("alloc_ab").table(RUN24)
-    assert text == (RUN24 / "alloc_ab.md").read_text()
-    quoted = [q for q in _quoted_summary(text) if q.startswith("detector/")]
+@pytest.mark.parametrize("run, component", [(RUN24, "detector/"), (RUN25, "generator/")], ids=["run24", "run25"])
+def test_the_allocator_a_b_table_regenerates_and_the_account_quotes_its_lines(run, component):
+    # the twenty-fourth run's alloc_ab (the detector's) and the twenty-fifth's (the generator's): the same probes,
+    # each allocator in turn, each in its own process
+    text = _bench("alloc_ab").table(run)
+    assert text == (run / "alloc_ab.md").read_text()
+    quoted = [q for q in _quoted_summary(text) if q.startswith(component)]
     assert len(quoted) == 4 and all(q in GPU_RUNS_DOC.read_text() for q in quoted)
 
 
