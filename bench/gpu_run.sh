@@ -235,8 +235,7 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 NF4 at 960 px
   # with 3 references and a LoRA step at 544 px rank 32; NF4 at 832 px with 2 references and a LoRA step at 928 px
   # rank 16; the scorer at bf16 grading 832 px images; bf16 at 576 px with 1 reference (chosen after the twenty-fifth
-  # run and the NF4 activations offset fitted on it, before any run of them; none of them in a committed record under
-  # the default allocator).
+  # run, before any run of them; none of them in a committed record under the default allocator).
   # The twenty-fifth run's (chosen in 121c250): bf16 768 px (2 references) with LoRA 704 px r32, NF4 1024 px (2) with
   # LoRA 384 px r32, the scorer at NF4 grading 960 px images.
   # The twenty-third run's (chosen in 22d7642): bf16 960 px (1 reference) with LoRA 896 px r64, NF4 896 px (3) with

@@ -51,18 +51,6 @@ def test_a_batched_call_holds_a_share_of_one_images_activations_once_and_the_res
     assert asks.estimate_vram_gib(facts, "m", precision="fp32", resolution=576, batch=8)[0] == pytest.approx(5.0)
 
 
-def test_a_precisions_activations_offset_moves_its_pass_from_the_bf16_table_and_no_other():
-    # 1 GiB of weights at bf16, 0.5 at nf4 (2^30 params: 1 byte at bf16 in this toy, half at nf4); the table's 2 GiB of
-    # activations are bf16's; NF4 holds 0.25 GiB less, and never less than nothing
-    facts = {"bytes_per_param": {"bf16": 1.0, "nf4": 0.5}, "models": {"m": {
-        "components": {"model": {"params": 2 ** 30}}, "activations_gib": {"inference": {512: 2.0}},
-        "activations_offset_gib": {"nf4": -0.25}}}}
-    assert asks.estimate_vram_gib(facts, "m", precision="nf4", resolution=512)[0] == pytest.approx(0.5 + 1.75)
-    assert asks.estimate_vram_gib(facts, "m", precision="bf16", resolution=512)[0] == pytest.approx(1.0 + 2.0)
-    facts["models"]["m"]["activations_offset_gib"] = {"nf4": -5.0}
-    assert asks.estimate_vram_gib(facts, "m", precision="nf4", resolution=512)[0] == pytest.approx(0.5)
-
-
 def test_every_measured_row_names_its_source():
     assert len(ROWS) >= 25
     for p in ROWS:
@@ -288,8 +276,6 @@ def test_models_yaml_holds_the_overheads_and_per_token_figure_the_records_give(w
     det = FACTS["models"]["rfdetr_keypoint_preview"]
     assert det["activations_gib"]["inference"][576] == fitted["detector_activations_576"]
     assert det["activations_batch_shared"] == fitted["activations_batch_shared"]
-    assert FACTS["models"]["omnigen2"]["activations_offset_gib"] == {"nf4": fitted["omnigen2_nf4_activations_offset"]}
-    assert -0.2 < fitted["omnigen2_nf4_activations_offset"] < -0.15  # a shortfall at every pair, not a share
 
 
 def test_no_wall_ask_is_below_what_the_driver_saw_in_any_committed_gpu_record(walls_fit):

@@ -136,11 +136,8 @@ def estimate_vram_gib(
         # a batched call holds a share of one image's activations once (models.yaml activations_batch_shared,
         # fitted by bench/walls_fit.py on the detector's 1- and 32-image probes); the rest grows with the batch
         shared = float(model.get("activations_batch_shared", 0.0))
-        # the tables hold bf16 passes; a precision's pass over its weights may differ by a constant (models.yaml
-        # activations_offset_gib, fitted by bench/walls_fit.py: OmniGen2 at NF4 0.18 GiB short at every pair measured)
-        one = _activation(model, "inference", resolution, facts.get("activations_between"))
-        one = max(0.0, one + float((model.get("activations_offset_gib") or {}).get(precision, 0.0))) if one else one
-        parts[f"activations (inference, {resolution or '-'} px x {batch})"] = one * (shared + (1 - shared) * batch)
+        parts[f"activations (inference, {resolution or '-'} px x {batch})"] = _activation(
+            model, "inference", resolution, facts.get("activations_between")) * (shared + (1 - shared) * batch)
     elif mode == "lora_step":
         parts[f"activations (lora step, {resolution} px)"] = _activation(model, "lora_step", resolution, facts.get("activations_between")) * batch
         if (frozen_dtype or "bf16") == "fp32":
