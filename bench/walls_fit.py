@@ -954,12 +954,14 @@ def table() -> str:
     lines += bounded_lines()
     lines += ["", "The bounded form falls below the driver whenever a larger pass shows more slack than any before it; "
               "the walls keep the linear envelope."]
+    gaps = precision_gaps(all_rows)
     lines += ["", "## An NF4 activations offset, each fitted on the records before a run", "",
               "The activation tables hold bf16's passes. At every size and reference count with both precisions "
-              "measured, an OmniGen2 NF4 pass allocated 0.181-0.183 GiB less over its weights than bf16's (13 pairs "
-              f"through the twenty-fifth run; `fit_precision_offset` on every record: {fit_precision_offset(all_rows):+.3f} "
-              "GiB). Asking NF4 with that offset, fitted on the records before each run alone, judged on that run's "
-              "held-out NF4 probes (wall ask/NVML - 1, by the facts the run was asked with):", ""]
+              f"measured ({len(gaps)} pairs), an OmniGen2 NF4 pass allocated {-max(gaps):.3f}-{-min(gaps):.3f} GiB less "
+              "over its weights than bf16's (`fit_precision_offset` on every record: "
+              f"{fit_precision_offset(all_rows):+.3f} GiB). Asking NF4 with that offset, fitted on the records before "
+              "each run alone, judged on that run's held-out NF4 probes (wall ask/NVML - 1, by the facts the run was "
+              "asked with):", ""]
     lines += offset_lines()
     lines += ["", "The offset brings rows under +10%, but it also takes the margin that absorbed the table's error "
               "where a size was interpolated or scaled, and held-out configurations fall below the driver, the unsafe "
@@ -1018,19 +1020,25 @@ def fit_rank(all_rows: list[dict]) -> float:
     return _up(max(rises), 4)
 
 
-def fit_precision_offset(all_rows: list[dict], model: str = "omnigen2", precision: str = "nf4") -> float:
-    """GiB a generator's pass at `precision` allocates over its weights beyond (negative: short of) its bf16 pass at the
-    same size and references, which the activation tables hold: over every pair the records hold, the largest (the
-    smallest shortfall), rounded up (a wall errs high). OmniGen2 at NF4 fell 0.181-0.183 GiB short of bf16 at every
-    pair from 512 to 1024 px and 1 to 3 references through the twenty-fifth run: a constant, not a share of the pass.
-    Judged out of sample (offset_lines), not taken by the walls."""
+def precision_gaps(all_rows: list[dict], model: str = "omnigen2", precision: str = "nf4") -> list[float]:
+    """Per size and reference count the records hold at both precisions: GiB the generator's pass at `precision`
+    allocated over its weights beyond (negative: short of) its bf16 pass, which the activation tables hold (the
+    largest at `precision` against the smallest at bf16)."""
     acts: dict[tuple, dict[str, list[float]]] = {}
     for r in all_rows:
         if r["component"] == "generator" and r["key"].split("/")[1] == model:
             c = r["config"]
             acts.setdefault((c["size"], c["references"]), {}).setdefault(r["precision"], []).append(
                 r["allocated"] - r["weights"])
-    gaps = [max(by[precision]) - min(by["bf16"]) for by in acts.values() if precision in by and "bf16" in by]
+    return [max(by[precision]) - min(by["bf16"]) for by in acts.values() if precision in by and "bf16" in by]
+
+
+def fit_precision_offset(all_rows: list[dict], model: str = "omnigen2", precision: str = "nf4") -> float:
+    """The offset a pass at `precision` would take from bf16's activation table: the largest gap (the smallest
+    shortfall), rounded up (a wall errs high); 0 where the records hold no pair or a pass at `precision` held more.
+    OmniGen2 at NF4 holds less by a constant, not by a share of the pass. Judged out of sample (offset_lines), not
+    taken by the walls."""
+    gaps = precision_gaps(all_rows, model, precision)
     return min(0.0, _up(max(gaps), 3)) if gaps else 0.0
 
 
