@@ -368,6 +368,34 @@ def offset_lines() -> list[str]:
     return lines
 
 
+def per_reference_lines(least: int = 3) -> list[str]:
+    """Each run's held-out OmniGen2 probes given their allocated peaks (model/NVML - 1, as bounded_lines) by the walls'
+    form fitted on the records before that run, and by the same form fitted apart on the records of the probe's kind
+    and reference count (where at least `least` of them; else the kind's): does a reserve per reference count hold?"""
+    def refs(r: dict):
+        return r["config"].get("references")
+
+    errors: dict[str, list[float]] = {"one reserve per kind": [], "a reserve per reference count": []}
+    for run in HELDOUT_RUNS:
+        before = rows_before(run)
+        for r in before:
+            r["weights"] = weights_of(r)
+        linear = fit(before, CONTEXT_STEPS if "context_step" in _facts(run["models_before"])["process_overhead"]
+                     ["training"] else None)
+        for r in heldout_rows(run):
+            if r["component"] != "generator" or r["key"].split("/")[1] != "omnigen2":
+                continue
+            r["weights"] = weights_of(r)
+            f = linear[r["kind"]]
+            same = [b for b in before if b["kind"] == r["kind"] and b["component"] == "generator"
+                    and refs(b) == refs(r)]
+            apart = {**fit(same)[r["kind"]], "cuda_context_gib": f["cuda_context_gib"]} if len(same) >= least else f
+            errors["one reserve per kind"].append(model_gib(r, f) / r["nvml"] - 1)
+            errors["a reserve per reference count"].append(model_gib(r, apart) / r["nvml"] - 1)
+    return [f"- {how}: {len(e)} configurations, {min(e):+.1%} to {max(e):+.1%}, below the driver "
+            f"{sum(x < 0 for x in e)}, over +10% {sum(x > 0.10 for x in e)}" for how, e in errors.items()]
+
+
 # The sizing builds (rule sizing_model) make random weights on the card: their ask knows only the weights, so the
 # whole of what the driver saw over them is one reserve of the weights (the build's transients included).
 BUILD_RUNS = DAG_RUNS
@@ -966,6 +994,20 @@ def table() -> str:
     lines += ["", "The offset brings rows under +10%, but it also takes the margin that absorbed the table's error "
               "where a size was interpolated or scaled, and held-out configurations fall below the driver, the unsafe "
               "direction: the walls do not take it."]
+    shares: dict[int, list[float]] = {}  # the pool's slack over the pass's activations, OmniGen2 NF4
+    for r in all_rows:
+        if r["key"].startswith("generator/omnigen2/nf4/") and r["reserved"] is not None:
+            shares.setdefault(r["config"]["references"], []).append(
+                (r["reserved"] - r["allocated"]) / (r["allocated"] - r["weights"]))
+    lines += ["", "## A reserve per reference count, each fitted on the records before a run", "",
+              "The pool's slack over a generator pass's activations grows with its references (OmniGen2 NF4: "
+              + ", ".join(f"{min(v):.2f}-{max(v):.2f} at {n}" for n, v in sorted(shares.items()))
+              + "), and one envelope per kind is set by the most. Each run's held-out "
+              "OmniGen2 probes, given their allocated peaks, by the walls' form fitted on the records before the run, "
+              "and by the same form fitted apart per reference count (at least 3 records of the kind and count):", ""]
+    lines += per_reference_lines()
+    lines += ["", "Fitted apart, the envelope is set by fewer records and a new configuration exceeds it: the walls keep "
+              "one reserve per kind."]
     lines += ["", "## RAM: each record's peak resident memory against the RAM wall's ask", "",
               "The ask (fourloops.asks, config/models.yaml): the largest component mapped in bf16 + the host process + "
               "any component cast in host memory. Its form was chosen after Qwen-Image-Edit's NF4 load of the third "
