@@ -393,6 +393,10 @@ def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_f
     measured = " ".join((REPO / "docs" / "measured.md").read_text().split())  # the README points there for the rest
     assert len(bounded) == len(walls_fit.HELDOUT_RUNS) and all(q in measured for q in bounded), bounded
     assert all(q in measured for q in quoted) and "`docs/measured.md`" in readme
+    # the record count docs/measured.md gives today's fit is the table's
+    (n,) = re.findall(r"^- in-sample records: (\d+),", walls_fit.TABLE.read_text(), re.M)
+    said = re.findall(r"today's fit: (\d+) records|every one of the (\d+) committed GPU records", measured)
+    assert len(said) == 2 and {a or b for a, b in said} == {n}, (said, n)
 
 
 def test_the_readme_names_the_commit_of_every_committed_gpu_run_record():
