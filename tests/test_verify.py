@@ -148,6 +148,53 @@ def test_an_input_the_run_makes_is_judged_after_its_producers_record_is_gone(cha
     assert kinds(verify.check(chain)) == gone
 
 
+def mark_incomplete(root: Path, output: str, name_max: int = 255) -> Path:
+    """The mark Snakemake 9 leaves for `output` of a job that has not finished, at the path its own
+    persistence.file.FilePersistence._record_path gives (urlsafe base64, cut into '@' folders past `name_max`)."""
+    from types import SimpleNamespace
+
+    from snakemake.persistence.file import FilePersistence
+
+    persistence = SimpleNamespace(_fetch_max_len=lambda subject: name_max)
+    mark = Path(FilePersistence._record_path(persistence, str(root / ".snakemake/incomplete"), output))
+    mark.parent.mkdir(parents=True, exist_ok=True)
+    mark.write_text("")  # Snakemake's mark is empty for a local job
+    return mark
+
+
+def test_an_output_snakemake_marks_incomplete_is_named_by_the_check_run_alone(chain):
+    """A SIGINT to Snakemake alone during a job: the job writes every output and its record (so each matches it),
+    and Snakemake stops before it clears its marks; the next run makes them again."""
+    mark_incomplete(chain, "results/a.txt")
+    mark_incomplete(chain, "results/provenance/make/make.json")
+    problems = verify.check(chain)
+    assert kinds(problems) == {("results/provenance/make/make.json", "results/a.txt", "incomplete")}
+    assert verify.describe(problems) == (
+        "make must run again (results/provenance/make/make.json): results/a.txt incomplete: Snakemake marks 2 of its "
+        "job's 3 outputs incomplete (its job never finished under Snakemake); the next run makes them again")
+    # paths limit it as they limit the rest: `use` is not make's job
+    assert verify.check(chain, ["results/c.txt"]) == []
+    assert {p.kind for p in verify.check(chain, ["results/a.txt"])} == {"incomplete"}
+    # in a run (the DAG's jobs given) Snakemake acts on its own marks: the check adds nothing
+    assert verify.check(chain, expected=[MAKE, USE_X]) == []
+
+
+def test_an_incomplete_mark_of_a_file_gone_or_unrecorded_and_a_long_path(chain):
+    mark_incomplete(chain, "results/gone.txt")                 # gone: the run makes it because it is missing
+    io.write_bytes(chain / "results/orphan.txt", b"half\n")   # no record lists it
+    mark_incomplete(chain, "results/orphan.txt")
+    deep = "results/" + "d" * 120 + "/" + "e" * 120 + "/c.txt"  # its base64 is longer than a file name
+    io.write_bytes(chain / deep, b"deep\n")
+    mark = mark_incomplete(chain, deep)
+    assert mark.parent.name.startswith("@")                    # Snakemake cut the name into folders
+    (chain / ".snakemake/incomplete/migration_underway").write_text("")  # Snakemake's own, not a mark
+    problems = verify.check(chain)
+    assert kinds(problems) == {("results/orphan.txt", "results/orphan.txt", "incomplete"),
+                               (deep, deep, "incomplete")}
+    assert "no provenance record lists it" in verify.describe(problems)
+    assert sorted(verify.incomplete_marks(chain)) == sorted([deep, "results/gone.txt", "results/orphan.txt"])
+
+
 # --------------------------------------------------------------------------- the smoke workdir
 def test_the_finished_smoke_run_has_no_problem(built_copy):
     assert verify.check(built_copy) == []

@@ -9,7 +9,12 @@ reads them. Here each record (fourloops.records) is compared with the disk:
   the run makes it) must still hold the bytes the job read (input gone / input changed): a job whose
   inputs are gone consumed bytes nobody can reproduce from the disk;
 - every job the run uses (`expected`) whose outputs exist must have its record: an output without
-  one is unverified (its record was deleted, or its job was killed after Snakemake removed it).
+  one is unverified (its record was deleted, or its job was killed after Snakemake removed it);
+- checked alone (no `expected`: "is my directory sound?"), an existing output that Snakemake marks
+  incomplete (`.snakemake/incomplete/`: its job started and Snakemake never saw it finish, e.g. a
+  SIGINT to Snakemake alone lets the job write every output and its record, then stops before
+  Snakemake clears the marks) is incomplete: its bytes may match its record, yet the next run makes it
+  again (`rerun-incomplete`) or refuses to start until it is. In a run, Snakemake itself acts on them.
 
 Each problem names the record whose job must run again; the record file is itself an output of
 that job, so its path names the job to Snakemake. sha256 is cached by (path, size, mtime_ns,
@@ -32,8 +37,10 @@ from fourloops.records import Record, norm
 
 HASH_CACHE = ".snakemake/fourloops-hashes.json"
 HASH_SCHEMA = "fourloops.hashes/2"
+INCOMPLETE = ".snakemake/incomplete"  # Snakemake's marks: one file per output of a job that has not finished
 # What can be wrong, in the order describe() lists them.
-KINDS = ("unreadable record", "unverified", "missing", "truncated", "edited", "input gone", "input changed")
+KINDS = ("unreadable record", "unverified", "incomplete", "missing", "truncated", "edited", "input gone",
+         "input changed")
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,49 @@ def _workflow_made(path: str) -> bool:
     return path.split("/", 1)[0] in WORKFLOW_FOLDERS
 
 
+def incomplete_marks(workdir: str | Path) -> list[str]:
+    """The outputs Snakemake marks incomplete in `workdir` (normalized, relative to it where under it), read from
+    the names of the files under .snakemake/incomplete/: each the output's path, urlsafe base64, cut into pieces
+    no longer than a file name (every piece but the last a folder named '@' + piece: Snakemake's
+    persistence.file.FilePersistence._record_path). A name that does not decode to a path (Snakemake's own
+    `migration_underway` file) is skipped."""
+    import base64
+    import binascii
+
+    base = Path(workdir) / INCOMPLETE
+    if not base.is_dir():
+        return []
+    root = os.path.abspath(workdir)
+    found = []
+    for folder, dirs, files in os.walk(base):
+        dirs.sort()
+        rel = os.path.relpath(folder, base)
+        pieces = [] if rel == "." else rel.split(os.sep)
+        if any(not piece.startswith("@") for piece in pieces):
+            continue  # not one of Snakemake's continuation folders
+        for name in sorted(files):
+            encoded = "".join(piece[1:] for piece in pieces) + name
+            try:
+                path = base64.urlsafe_b64decode(encoded.encode("ascii")).decode("utf-8")
+            except (binascii.Error, ValueError):
+                continue
+            if not path or "\x00" in path:
+                continue
+            if os.path.isabs(path):
+                inside = os.path.relpath(path, root)
+                path = path if inside.startswith("..") else inside
+            found.append(norm(path))
+    return found
+
+
+def _maker(index: records.ProvenanceIndex, by_path: dict[str, Record], path: str) -> Record | None:
+    """The record of the job that makes `path`: the record itself, or one that lists it as an output."""
+    if path in by_path:
+        return by_path[path]
+    made_by = index.producers(path)
+    return made_by[0][0] if made_by else None
+
+
 def _depths(index: records.ProvenanceIndex) -> dict[str, tuple[int, str]]:
     """Each record's distance from the sources (upstream jobs first, as a reader follows the run)."""
     depth: dict[str, int] = {}
@@ -180,7 +230,9 @@ def check(
     (to count what was read: `cache.hashed`); `index` passes the records already read. `expected`:
     the jobs the run uses; an existing output of one whose record is absent is unverified, and a
     recorded input that one of them makes is judged even when its producer's record is gone. Without
-    `expected` (the check run alone), a recorded input under results/ or models/ is judged so.
+    `expected` (the check run alone), a recorded input under results/ or models/ is judged so, and an existing
+    output Snakemake marks incomplete (.snakemake/incomplete/) is `incomplete`, once per job (in a run,
+    Snakemake acts on its own marks).
     """
     workdir = Path(workdir)
     index = index if index is not None else records.index(workdir)
@@ -226,6 +278,34 @@ def check(
             problems.append(Problem(norm(present[0]), "unverified",
                                     f"its record {job.record} is missing ({len(present)} of {len(job.outputs)} "
                                     "outputs exist)", job.record, job.rule, dict(job.wildcards)))
+    if standalone:
+        marked: dict[str, list[str]] = {}  # record (or the path, where no record lists it) -> its marked outputs
+        makers: dict[str, Record | None] = {}
+        by_path = {norm(r.path): r for r in index.records}
+        for path in incomplete_marks(workdir):
+            if stat_of(path) is None:
+                continue  # gone: the run makes it because it is missing (its record, if any, says so)
+            record = _maker(index, by_path, path)
+            if wanted is not None and path not in wanted and not _made(path, wanted) and not (
+                    record is not None and _wanted(record, wanted)):
+                continue
+            key = path if record is None else record.path
+            makers[key] = record
+            marked.setdefault(key, []).append(path)
+        for key, paths_marked in marked.items():
+            record = makers[key]
+            paths_marked = sorted(paths_marked, key=lambda p: (p == key, p))  # an output before the record itself
+            why = "(its job never finished under Snakemake); the next run makes "
+            if record is None:
+                problems.append(Problem(paths_marked[0], "incomplete", "Snakemake marks it incomplete " + why
+                                        + "it again; no provenance record lists it", key, ""))
+                continue
+            outputs = {norm(e["path"]) for e in record.entries("outputs")} | {norm(record.path)}
+            detail = ("Snakemake marks it incomplete " + why + "it again" if len(paths_marked) == 1 else
+                      f"Snakemake marks {len(paths_marked)} of its job's {len(outputs)} outputs incomplete " + why
+                      + "them again")
+            problems.append(Problem(paths_marked[0], "incomplete", detail, record.path, record.rule,
+                                    dict(record.data.get("wildcards") or {})))
     order = _depths(index)
     for record in sorted(index.records, key=lambda r: order[r.path]):
         if wanted is not None and not _wanted(record, wanted):
