@@ -224,3 +224,19 @@ def test_the_plan_says_which_forecasts_take_their_warm_up_from_a_probe_that_comp
     text = planmod.format_plan({"machine": "desk", "jobs": fresh, "pod_bill": None, "refusals": "",
                                 "totals": {"desk": {"jobs": 2, "seconds": 80.0, "cost_usd": 0.0}}})
     assert "warm-up:" not in text
+
+
+def test_plan_of_the_publication_gate_says_it_runs_and_what_it_would_refuse(tmp_path):
+    """`publish` has no files (always run, never built): the plan lists its job where it runs and the gate's own
+    judgement of publish.artifacts as the files are now, as `snakemake publish` would refuse them."""
+    p = plan(tmp_path, "publish")
+    assert [(j["rule"], j["machine"], j["verdict"], j["why"]) for j in p["jobs"]] == [
+        ("publish", "desk", "fits", "neither input nor output")]
+    assert p["totals"] == {"desk": {"jobs": 1, "seconds": p["jobs"][0]["seconds"], "cost_usd": 0.0}}
+    gate = p["gate"]
+    assert gate["artifacts"] == [{"path": "results/ladder.csv", "kind": "corpus", "exists": False},
+                                 {"path": "results/ladder.png", "kind": "report", "exists": False}]
+    missing = [(r["artifact"], r["rule"], r["evidence"]) for r in gate["refusals"] if r["rule"] == 5]
+    assert missing == [("results/ladder.csv", 5, "the file does not exist"),
+                       ("results/ladder.png", 5, "the file does not exist")]
+    assert plan(tmp_path, "results/render/az000.png")["gate"] is None  # no gate in that run

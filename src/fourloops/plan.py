@@ -111,6 +111,12 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
     placed = getattr(verdict, "placed", None)  # a SLURM cluster: the partition per job
     table = view.machines
     placement = verdict.placement  # profile tag -> machine (a pod job on the pod under the RunPod executor)
+    gates = _gate_jobs(view, dag)
+    for pending in gates:  # a local rule: it runs where Snakemake runs (under SLURM on this machine, no sbatch)
+        on = placed.desk if placed else walls.target_for(pending, table, machine_name, placement)
+        verdict.checked.append((pending, walls.check_job(pending, on)))
+        if placed:
+            placed.where[pending.output] = f"here ({on.name})" if all(r.ok for r in verdict.checked[-1][1]) else "refused"
     jobs = {id(j): j for j in dag.needrun_jobs()}
     by_output = {}
     for j in jobs.values():
@@ -167,7 +173,47 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         "refusals": ((refusal.cluster_report(placed, table) if placed else refusal.report(verdict, table, found))
                      if not verdict.ok else ""),
         "config_problems": view.config_problems(dag),  # a run refuses these before any job, wherever it runs
+        "gate": publication(view.config, Path.cwd(), Path(workflow.basedir)) if any(
+            g.rule == "publish" for g in gates) else None,
     }
+
+
+def _gate_jobs(view, dag) -> list[walls.PendingJob]:
+    """Pending jobs without output files that still do work (the publication gate: a script, no files, so always
+    run): the wall check's pending jobs are those with outputs, and target rules (all, probe) do nothing. Keyed by
+    the rule's name, as the plan keys a job without output."""
+    out = []
+    for job in dag.needrun_jobs():
+        if job.rule.output or job.rule.norun:
+            continue
+        wc = dict(job.wildcards.items())
+        out.append(walls.PendingJob(
+            rule=job.rule.name, output=job.rule.name, profile=view.profile(job.rule.name, wc),
+            ask=view.ask(job.rule.name, wc), wildcards=wc, params=view.params(job.rule.name, wc),
+            context=view.ask_context(view.placed_on(job.rule.name, wc))))
+    return out
+
+
+def publication(config: dict, workdir: Path, repo: Path) -> dict:
+    """What the publication gate (rules/publish.smk) would judge, by its own rules on the files as they are now:
+    the artifacts of publish.artifacts and the refusals of rules 1-5 and 7. Rule 6 (would Snakemake rebuild it) is
+    a nested dry-run the gate makes when it runs; it is not asked here. The gate builds nothing."""
+    from fourloops import provenance
+    from fourloops.gate.listing import expand_artifacts
+    from fourloops.gate.refusals import Refusal
+    from fourloops.gate.rules import evaluate
+
+    cfg = config["publish"]
+    artifacts, refusals = expand_artifacts(cfg["artifacts"], workdir)
+    more, _ = evaluate(workdir, artifacts, records.index(workdir), deny_patterns=cfg["deny_name_patterns"],
+                       allow_dirty=cfg["allow_dirty"], code=provenance.code_version(repo),
+                       stale={a.path: None for a in artifacts})  # rule 6 is judged by the gate when it runs
+    refusals += more
+    if not artifacts and not refusals:
+        refusals = [Refusal("(publish.artifacts)", 5, "nothing is listed for publication",
+                            "list artifacts under publish.artifacts")]
+    return {"artifacts": [{"path": a.path, "kind": a.kind, "exists": (workdir / a.path).is_file()} for a in artifacts],
+            "refusals": [asdict(r) for r in refusals]}
 
 
 def _runs_on(where: str) -> str:
@@ -271,12 +317,33 @@ def format_plan(plan: dict) -> str:
                   + " take it from a probe made in a machine's first process of its model, which compiled kernels "
                   "then (or its record does not say): a floor, or high for a LoRA step. Running the probes once more "
                   "on that machine (`snakemake probe --forcerun probe_model`) measures a fresh process's."]
+    if plan.get("gate"):
+        lines += ["", *_gate_lines(plan["gate"])]
     if plan["refusals"]:
         lines += ["", plan["refusals"]]
     if plan.get("config_problems"):
         lines += ["", "a run would not start until the config names its weights otherwise:"] + [
             f"  - {p}" for p in plan["config_problems"]]
     return "\n".join(lines)
+
+
+def _gate_lines(gate: dict) -> list[str]:
+    """The publication gate's part of a plan: what it judges and what it would refuse as the files are now."""
+    from fourloops.gate.refusals import RULES
+
+    arts = gate["artifacts"]
+    lines = [f"publish: the gate builds nothing; it publishes all {len(arts)} artifact(s) of publish.artifacts to "
+             "results/published/ or none: " + ", ".join(
+                 f"{a['path']} ({a['kind']}{'' if a['exists'] else ', missing'})" for a in arts)]
+    if gate["refusals"]:
+        lines.append(f"  as the files are now it would refuse ({len(gate['refusals'])}), and exit 1:")
+        lines += [f"  - {r['artifact']}: rule {r['rule']} ({RULES[r['rule']]}): {r['evidence']}; {r['fix']}"
+                  for r in gate["refusals"]]
+    else:
+        lines.append("  as the files are now, rules 1-5 and 7 pass")
+    lines.append("  rule 6 (an artifact Snakemake would rebuild is refused) is judged by the gate's own dry-run when "
+                 "it runs: build first (`snakemake " + " ".join(a["path"] for a in arts) + "`)")
+    return lines
 
 
 def run(snakemake_args: list[str], machine_name: str | None) -> dict:
