@@ -240,3 +240,27 @@ def test_plan_of_the_publication_gate_says_it_runs_and_what_it_would_refuse(tmp_
     assert missing == [("results/ladder.csv", 5, "the file does not exist"),
                        ("results/ladder.png", 5, "the file does not exist")]
     assert plan(tmp_path, "results/render/az000.png")["gate"] is None  # no gate in that run
+
+
+def test_an_invalid_config_value_plans_nothing_with_exit_2_naming_key_value_and_allowed(tmp_path):
+    """As the plan's own checks of --configfile and --machine (exit 2, `nothing was planned`): the workflow's
+    refusal of a --config value was Snakemake's exit 1 with its log and traceback line around it."""
+    proc = plan_proc(tmp_path, "--config", "machine=nowhere", "--", "results/render/az000.png")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        "fourloops plan: nothing was planned:",
+        "  --config: machine = 'nowhere': not a machine of config/machines.yaml; allowed: one of ['desk', 'pod', "
+        "'h200', 'cluster']"]
+    # the workflow's other refusals while it is read (a model set this directory does not hold), the same way
+    (tmp_path / ".fourloops-model-set").write_text("smoke\n")
+    proc = plan_proc(tmp_path, "--config", "model_set=real", "--", "results/render/az000.png")
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        "fourloops plan: nothing was planned:\n  model_set = 'real', but this working directory"), proc.stderr[-3000:]
+    assert "allowed: 'smoke' here" in proc.stderr and "File " not in proc.stderr
+    # a --config entry Snakemake refuses with a traceback (a dotted key), before Snakemake runs
+    proc = plan_proc(tmp_path, "--config", "lora.rank=4", "--", "results/render/az000.png")
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [
+        "fourloops plan: nothing was planned:",
+        "  --config 'lora.rank=4': not KEY=VALUE with KEY a top-level config key; allowed: e.g. seed=3; a nested key "
+        "(render.image_size) goes in a --configfile"]
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -44,6 +45,11 @@ def plan(args) -> int:
         problems.append(f"--workflow-profile {args.workflow_profile!r}: no profile there (Snakemake would plan "
                         f"without one, silently); allowed: one of profiles/{{{','.join(shipped)}}}, or a folder "
                         "holding a config.yaml")
+    for entry in args.config:  # Snakemake's parse_config refuses these with a traceback
+        key, eq, _ = entry.partition("=")
+        if not eq or not re.fullmatch(r"[a-zA-Z_][\w-]*\w", key):
+            problems.append(f"--config {entry!r}: not KEY=VALUE with KEY a top-level config key; allowed: e.g. "
+                            "seed=3; a nested key (render.image_size) goes in a --configfile")
     if args.machine is not None:
         from fourloops import machines
 

@@ -346,6 +346,28 @@ def _gate_lines(gate: dict) -> list[str]:
     return lines
 
 
+INVALID_CONFIG = "invalid config (nothing was run or written):"
+
+
+def invalid_config(log: str, workflow_dir: Path = REPO) -> list[str]:
+    """What the workflow refused while it was read, before any job (an invalid config value, a model set its working
+    directory does not hold, a machines or models file's error: each names its key or file, the value and what is
+    allowed), from Snakemake's log: the lines of a WorkflowError raised in a file of the workflow, without their
+    "invalid config" heading and Snakemake's "File ..., line N" trailer. [] for anything else."""
+    lines = log.splitlines()
+    head = f'WorkflowError in file "{workflow_dir}{os.sep}'
+    at = next((i for i, line in enumerate(lines) if line.startswith(head)), None)
+    if at is None:
+        return []
+    out = []
+    for line in lines[at + 1:]:
+        if line.lstrip().startswith('File "') or not line.strip():
+            break
+        if line.strip() != INVALID_CONFIG:
+            out.append(line.strip())
+    return out
+
+
 def run(snakemake_args: list[str], machine_name: str | None) -> dict:
     """Dry-run Snakemake's CLI with `snakemake_args`, capture the plan before scheduling."""
     import snakemake.api
@@ -410,6 +432,11 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
                 "snakemake --unlock [--workflow-profile ...] [--directory ...]\n"
             )
         if "plan" not in result and code:
+            snakefile = snakemake_args[snakemake_args.index("-s") + 1] if "-s" in snakemake_args else REPO / "Snakefile"
+            problems = invalid_config(log, Path(os.path.abspath(snakefile)).parent)
+            if problems:  # the workflow's own words (key, value, what is allowed), as `fourloops plan`'s own checks
+                sys.stderr.write("fourloops plan: nothing was planned:\n  " + "\n  ".join(problems) + "\n")
+                raise SystemExit(2)
             sys.stderr.write(log[-8000:])
             raise SystemExit(code)
     if "plan" not in result:  # nothing to be done: Snakemake returned before scheduling
