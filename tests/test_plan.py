@@ -264,3 +264,16 @@ def test_an_invalid_config_value_plans_nothing_with_exit_2_naming_key_value_and_
         "  --config 'lora.rank=4': not KEY=VALUE with KEY a top-level config key; allowed: e.g. seed=3; a nested key "
         "(render.image_size) goes in a --configfile"]
 
+
+def test_a_runpod_run_with_a_cluster_as_config_machine_rents_pods_and_runs_the_rest_here(tmp_path):
+    """The RunPod executor submits nothing to SLURM: its pod jobs go to a rented pod (judged and priced there, in
+    the pod's bill), the rest are local rules on this machine, the desk, as a SLURM run's local rules. The plan
+    put every job on the cluster's cpu partition, the pod's generate jobs included, unpriced and with no bill."""
+    p = plan(tmp_path, "--machine", "pod", "--config", "model_set=smoke", "machine=cluster", "--",
+             "results/generate/A/az000.png")
+    where = {(j["rule"], j["machine"], j["partition"], j["rented"]) for j in p["jobs"]}
+    assert where == {("generate", "pod", "", True), ("render", "desk", "", False),
+                     ("smoke_generator", "desk", "", False)}, where
+    assert p["machine"] == "desk" and p["executor"] == "runpod" and set(p["totals"]) == {"desk", "pod"}
+    gen = next(j for j in p["jobs"] if j["rule"] == "generate")
+    assert gen["cost_usd"] > 0 and p["pod_bill"]["order"] == [gen["output"]]

@@ -105,6 +105,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         # as the run's own wall check: config machine, or under the SLURM executor its cluster (a job the cluster
         # cannot take, the desk's Hailo USB, stays here)
         machine_name = view.slurm_cluster() or machine_name or view.config["machine"]
+    machine_name = view.here(machine_name)  # under the RunPod executor a cluster runs nothing: its rest run here
     shown = machine_name
     view.set_target(machine_name)
     verdict = view.check_walls(dag, machine_name, own_resources=own_resources)

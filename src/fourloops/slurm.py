@@ -77,7 +77,10 @@ class Placed:
         return {j.rule for j, _ in self.verdict.checked if self.where[j.output].startswith("here")}
 
 
-def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str, desk_name: str = "desk") -> Placed:
+HERE = "desk"  # the machine a cluster's local rules run on: the one Snakemake runs on
+
+
+def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str, desk_name: str = HERE) -> Placed:
     """Every pending job against the cluster's partitions (a desk-device job against the desk). A refused
     job's rows are those of the partition it came closest to (fewest refused walls, then the largest)."""
     c = cluster(table, cluster_name)

@@ -411,8 +411,19 @@ class Workflow:
         """The machine whose asks a job takes: the one the executor moves it to (a pod job under the RunPod
         executor: the pod's probes, allocator and card), else the target."""
         moved = self.placement()
-        target = self.target or self.config["machine"]
+        target = self.here()
         return moved.get(self.profile(rulename, wildcards), target) if moved else target
+
+    def here(self, name: str | None = None) -> str:
+        """The machine the jobs the executor does not move run on: `name`, the target, or config machine. The RunPod
+        executor submits nothing to SLURM: its local rules run on this machine, which a cluster there means as the
+        SLURM executor's local rules do (fourloops.slurm.place: the desk)."""
+        name = name or self.target or self.config["machine"]
+        if self.executor() == "runpod" and name in machines.clusters(self.machines):
+            from fourloops import slurm
+
+            return slurm.HERE
+        return name
 
     def ask(self, rulename: str, wildcards: dict) -> asks.Ask:
         on = self.placed_on(rulename, wildcards)
@@ -428,7 +439,7 @@ class Workflow:
         which passes the environment on, torch's variable as the environment holds it: a user's own setting stands
         over the machine's, rules/common.smk; a pod's jobs take the pod's, which the RunPod executor sets), its
         measurements, its name; made once per machine."""
-        name = name or self.target or self.config["machine"]
+        name = self.here(name)
         if name not in self._ask_contexts:
             allocator = machines.allocator(self.machines, name)
             if self.executor() != "runpod" and "runpod" not in (self.machines.get(name) or {}):
@@ -493,6 +504,8 @@ class Workflow:
 
         if self.executor() != slurm.EXECUTOR and self.config["machine"] not in machines.clusters(self.machines):
             return None
+        if self.executor() == "runpod":  # it rents pods and runs the rest here: no job goes to the cluster
+            return None
         if self.config["machine"] in machines.clusters(self.machines):
             return self.config["machine"]
         found = machines.clusters(self.machines)
@@ -546,14 +559,16 @@ class Workflow:
         on a SLURM cluster, the partition fourloops.slurm chooses: the verdict then carries `placed`)."""
         cluster = machine_name if machine_name in machines.clusters(self.machines) else (
             None if machine_name else self.slurm_cluster())
+        if self.executor() == "runpod":  # pods and this machine: nothing goes to a cluster
+            cluster = None
         if cluster is not None:
             from fourloops import slurm
 
             return slurm.place(self.pending(dag), self.machines, cluster).verdict
-        target = machine_name or self.config["machine"]
+        target = self.here(machine_name)
         # this invocation's --resources vram_mb caps jobs run from here; asked about another machine, its own
         # profile would declare that machine's card
-        provided = self.provided_vram_mb() if own_resources and target == self.config["machine"] else None
+        provided = self.provided_vram_mb() if own_resources and target == self.here(self.config["machine"]) else None
         return walls.check_jobs(self.pending(dag), self.machines, target, provided, self.placement())
 
     def local_jobs(self, dag):
