@@ -277,3 +277,24 @@ def test_a_runpod_run_with_a_cluster_as_config_machine_rents_pods_and_runs_the_r
     assert p["machine"] == "desk" and p["executor"] == "runpod" and set(p["totals"]) == {"desk", "pod"}
     gen = next(j for j in p["jobs"] if j["rule"] == "generate")
     assert gen["cost_usd"] > 0 and p["pod_bill"]["order"] == [gen["output"]]
+
+
+def test_under_the_runpod_executor_the_jobs_started_here_are_asked_under_the_users_own_allocator(tmp_path):
+    """The desk's jobs of a RunPod run are started by this Snakemake, whose environment holds the user's torch
+    allocator variable (it stands over the machine's, rules/common.smk): they ask what they ask without the
+    executor; only the pod's jobs take the pod's. Under the RunPod executor the desk's were asked under the desk's
+    default allocator."""
+    env = snakemake_env(PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
+    env.pop("FOURLOOPS_ALLOC_CONF_FROM", None)
+
+    def vram(*args: str) -> dict:
+        cmd = [FOURLOOPS, "plan", "--json", "--profile", str(REPO / "profiles" / "smoke"), "--directory",
+               str(tmp_path), *args, "--config", "model_set=real", "--", "results/ladder.csv"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        return {(j["rule"], j["machine"]): j["vram_gib"] for j in json.loads(proc.stdout)["jobs"]}
+
+    here, pod = vram(), vram("--machine", "pod")
+    desk = {rule: v for (rule, machine), v in here.items() if rule != "generate"}
+    assert {rule: v for (rule, machine), v in pod.items() if machine == "desk"} == desk
+    assert any(v for v in desk.values())  # GPU jobs among them: the allocator changes their asks
+    assert pod[("generate", "pod")] != here[("generate", "desk")]  # the pod's own allocator, not the user's

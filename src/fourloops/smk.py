@@ -442,7 +442,10 @@ class Workflow:
         name = self.here(name)
         if name not in self._ask_contexts:
             allocator = machines.allocator(self.machines, name)
-            if self.executor() != "runpod" and "runpod" not in (self.machines.get(name) or {}):
+            # the jobs this Snakemake starts (here, or through SLURM) take the user's own variable; those the RunPod
+            # executor moves to a rented pod the pod's
+            rented = self.executor() == "runpod" and name in set(self.placement().values())
+            if not rented and "runpod" not in (self.machines.get(name) or {}):
                 allocator = card.own_allocator() or allocator
             facts = asks.for_allocator(self.facts, allocator)
             # a measurement made under another allocator is a floor for the job's estimate (asks.Measurements)
