@@ -234,8 +234,9 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
   # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 NF4 at 960 px
   # with 3 references and a LoRA step at 544 px rank 32; NF4 at 832 px with 2 references and a LoRA step at 928 px
-  # rank 16; the scorer at bf16 grading 832 px images; bf16 at 576 px with 1 reference (chosen after the twenty-fifth
-  # run, before any run of them; none of them in a committed record under the default allocator).
+  # rank 16; the scorer at bf16 grading 896 px images; bf16 at 576 px with 1 reference (chosen after the twenty-fifth
+  # run, before any run of them; none of them in a committed record under the default allocator: the scorer at bf16
+  # grading 832 px, chosen first, was the sixth run's, and would have been no held-out figure).
   # The twenty-fifth run's (chosen in 121c250): bf16 768 px (2 references) with LoRA 704 px r32, NF4 1024 px (2) with
   # LoRA 384 px r32, the scorer at NF4 grading 960 px images.
   # The twenty-third run's (chosen in 22d7642): bf16 960 px (1 reference) with LoRA 896 px r64, NF4 896 px (3) with
@@ -264,7 +265,7 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
     --lora-steps bf16:precomputed:544:32
   python3 bench/sizing_gpu.py "${common[@]}" --size 832 --items 1 --references 2 --omnigen2-precisions nf4 \
     --lora-steps bf16:precomputed:928:16
-  python3 bench/sizing_gpu.py "${common[@]}" --size 832 --items 1 --omnigen2-precisions --lora-steps \
+  python3 bench/sizing_gpu.py "${common[@]}" --size 896 --items 1 --omnigen2-precisions --lora-steps \
     --scorer-precisions bf16 --scorer-max-new-tokens 48
   python3 bench/sizing_gpu.py "${common[@]}" --size 576 --items 1 --references 1 --omnigen2-precisions bf16 --lora-steps
 }

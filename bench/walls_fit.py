@@ -95,12 +95,24 @@ def rows() -> list[dict]:
     return out + probe_rows(FITTED_PROBES + held, fitted_detectors=detectors) + dag_rows()
 
 
+_RUN_FOLDER = re.compile(r"gpu-run-h200-\d{4}-\d\d-\d\d(?:-(?:run(\d+)|(cap24)))?(?:-repeat)?(?:/|:|$)")
+
+
+def run_ordinal(record: str) -> int | None:
+    """Which GPU run made a record (its folder under bench/results: the bare 2026-12-02 run is the first, -cap24 the
+    second, -runN the Nth, a run's -repeat pass its own); None for a record of no such run (the component benches)."""
+    m = _RUN_FOLDER.search(record)
+    if m is None:
+        return None
+    return int(m[1]) if m[1] else 2 if m[2] else 1
+
+
 def rows_before(run: dict) -> list[dict]:
-    """The records the facts `run` was asked with (its models_before) were fitted on: for the third run, the probes
-    of the runs before it (not the DAG jobs' provenance); for the fourth, every record of the runs before it."""
-    later = tuple(str(h["run"].relative_to(REPO)) + tail for h in HELDOUT_RUNS[HELDOUT_RUNS.index(run):]
-                  for tail in ("/", "-repeat/"))  # a run's repeat pass (bench/gpu_run.sh repeat) came after it
-    out = [r for r in rows() if not r["record"].startswith(later)]
+    """The records the facts `run` was asked with (its models_before) were fitted on: those of the runs before it
+    (a run's repeat pass came after it; a later run's DAG jobs too), for the third run only their probes (not the
+    DAG jobs' provenance)."""
+    n = run_ordinal(str(run["run"].relative_to(REPO)))
+    out = [r for r in rows() if (run_ordinal(r["record"]) or 0) < n]
     if run["name"] == "third":
         dag = {r["record"] for r in dag_rows()}
         out = [r for r in out if r["record"] not in dag]
@@ -371,7 +383,8 @@ def offset_lines() -> list[str]:
 def per_reference_lines(least: int = 3) -> list[str]:
     """Each run's held-out OmniGen2 probes given their allocated peaks (model/NVML - 1, as bounded_lines) by the walls'
     form fitted on the records before that run, and by the same form fitted apart on the records of the probe's kind
-    and reference count (where at least `least` of them; else the kind's): does a reserve per reference count hold?"""
+    and reference count (OmniGen2's records with a pool figure, where at least `least` of them; else the kind's): does a
+    reserve per reference count hold?"""
     def refs(r: dict):
         return r["config"].get("references")
 
@@ -387,8 +400,8 @@ def per_reference_lines(least: int = 3) -> list[str]:
                 continue
             r["weights"] = weights_of(r)
             f = linear[r["kind"]]
-            same = [b for b in before if b["kind"] == r["kind"] and b["component"] == "generator"
-                    and refs(b) == refs(r)]
+            same = [b for b in before if b["kind"] == r["kind"] and b["key"].split("/")[:2] == ["generator", "omnigen2"]
+                    and refs(b) == refs(r) and b["reserved"] is not None]
             apart = {**fit(same)[r["kind"]], "cuda_context_gib": f["cuda_context_gib"]} if len(same) >= least else f
             errors["one reserve per kind"].append(model_gib(r, f) / r["nvml"] - 1)
             errors["a reserve per reference count"].append(model_gib(r, apart) / r["nvml"] - 1)
@@ -991,9 +1004,10 @@ def table() -> str:
               "each run alone, judged on that run's held-out NF4 probes (wall ask/NVML - 1, by the facts the run was "
               "asked with):", ""]
     lines += offset_lines()
-    lines += ["", "The offset brings rows under +10%, but it also takes the margin that absorbed the table's error "
-              "where a size was interpolated or scaled, and held-out configurations fall below the driver, the unsafe "
-              "direction: the walls do not take it."]
+    lines += ["", "The offset brings rows under +10%, but it also takes the margin that covered the table's error (a "
+              "size scaled from another, or an entry measured at fewer references) and the reserve's own held-out "
+              "shortfall, and held-out configurations fall below the driver, the unsafe direction: the walls do not "
+              "take it."]
     shares: dict[int, list[float]] = {}  # the pool's slack over the pass's activations, OmniGen2 NF4
     for r in all_rows:
         if r["key"].startswith("generator/omnigen2/nf4/") and r["reserved"] is not None:

@@ -263,6 +263,10 @@ def test_an_invalid_config_value_plans_nothing_with_exit_2_naming_key_value_and_
         "fourloops plan: nothing was planned:",
         "  --config 'lora.rank=4': not KEY=VALUE with KEY a top-level config key; allowed: e.g. seed=3; a nested key "
         "(render.image_size) goes in a --configfile"]
+    # a target after --config without -- is taken for a config entry: the words say so
+    proc = plan_proc(tmp_path, "--config", "seed=3", "results/render/az000.png")
+    assert proc.returncode == 2 and "--config 'results/render/az000.png': not KEY=VALUE" in proc.stderr
+    assert "end it with -- before the targets" in proc.stderr
 
 
 def test_a_runpod_run_with_a_cluster_as_config_machine_rents_pods_and_runs_the_rest_here(tmp_path):
@@ -298,3 +302,27 @@ def test_under_the_runpod_executor_the_jobs_started_here_are_asked_under_the_use
     assert {rule: v for (rule, machine), v in pod.items() if machine == "desk"} == desk
     assert any(v for v in desk.values())  # GPU jobs among them: the allocator changes their asks
     assert pod[("generate", "pod")] != here[("generate", "desk")]  # the pod's own allocator, not the user's
+
+
+def test_the_jobs_a_runpod_run_starts_here_take_this_machines_allocator_and_guard_not_the_clusters():
+    """rules/common.smk sets the jobs' allocator from config machine before the executor is known; a RunPod run whose
+    config machine is a cluster runs its local rules here (the desk), where the walls judged them: before its first
+    job it points them at this machine (its busy-card limit and allocator), and a user's own allocator stands."""
+    from types import SimpleNamespace
+
+    from fourloops import card, machines, smk
+
+    table = machines.load(REPO / "config" / "machines.yaml")
+    table["desk"]["cuda_allocator"] = "expandable_segments"  # a desk that asks for it (its comment invites that)
+    view = SimpleNamespace(config={"machine": "cluster"}, machines=table, here=lambda: "desk")
+    environ = {}
+    smk.Workflow.point_jobs_here(view, environ)
+    assert environ == {card.MACHINE_ENV: "desk", card.ALLOC_VAR: "expandable_segments:True", card.SET_BY: "desk"}
+    own = {card.ALLOC_VAR: "expandable_segments:False"}
+    smk.Workflow.point_jobs_here(view, own)
+    assert own == {card.MACHINE_ENV: "desk", card.ALLOC_VAR: "expandable_segments:False"}
+    # the jobs run where config machine says (a desk run, or SLURM's partitions): nothing moves
+    untouched = {}
+    smk.Workflow.point_jobs_here(SimpleNamespace(config={"machine": "desk"}, machines=table, here=lambda: "desk"),
+                                 untouched)
+    assert untouched == {}

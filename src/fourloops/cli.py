@@ -48,8 +48,9 @@ def plan(args) -> int:
     for entry in args.config:  # Snakemake's parse_config refuses these with a traceback
         key, eq, _ = entry.partition("=")
         if not eq or not re.fullmatch(r"[a-zA-Z_][\w-]*\w", key):
-            problems.append(f"--config {entry!r}: not KEY=VALUE with KEY a top-level config key; allowed: e.g. "
-                            "seed=3; a nested key (render.image_size) goes in a --configfile")
+            target = "" if eq else " (a target? --config takes every word after it: end it with -- before the targets)"
+            problems.append(f"--config {entry!r}: not KEY=VALUE with KEY a top-level config key{target}; allowed: "
+                            "e.g. seed=3; a nested key (render.image_size) goes in a --configfile")
     if args.machine is not None:
         from fourloops import machines
 

@@ -425,6 +425,16 @@ class Workflow:
             return slurm.HERE
         return name
 
+    def point_jobs_here(self, environ=os.environ) -> None:
+        """The jobs this Snakemake starts run where the walls judged them (here()): where that is not config machine
+        (a RunPod run whose config machine is a cluster runs its local rules on this machine), their busy-card
+        limit and torch allocator are this machine's (card.MACHINE_ENV; a user's own allocator setting stands), not
+        the cluster's that rules/common.smk set before the executor was known."""
+        here = self.here()
+        if here != self.config["machine"]:
+            environ[card.MACHINE_ENV] = here
+            card.set_allocator_env(here, self.machines, environ)
+
     def ask(self, rulename: str, wildcards: dict) -> asks.Ask:
         on = self.placed_on(rulename, wildcards)
         key = (on, rulename, tuple(sorted(wildcards.items())))
@@ -657,6 +667,7 @@ class Workflow:
                 raise WorkflowError(preflight.report(missing, self.config["model_set"]))
         if full := self.space_problems(dag):
             raise WorkflowError("\n".join(full))
+        self.point_jobs_here()
         MODEL_SET_MARKER.write_text(self.config["model_set"] + "\n")
         self.stash_last_good(dag)
         self.retire_checkpoints(dag)

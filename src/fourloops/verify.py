@@ -170,7 +170,7 @@ def incomplete_marks(workdir: str | Path) -> list[str]:
     base = Path(workdir) / INCOMPLETE
     if not base.is_dir():
         return []
-    root = os.path.abspath(workdir)
+    root = os.path.realpath(workdir)
     found = []
     for folder, dirs, files in os.walk(base):
         dirs.sort()
@@ -187,8 +187,8 @@ def incomplete_marks(workdir: str | Path) -> list[str]:
             if not path or "\x00" in path:
                 continue
             if os.path.isabs(path):
-                inside = os.path.relpath(path, root)
-                path = path if inside.startswith("..") else inside
+                inside = os.path.relpath(os.path.realpath(path), root)
+                path = path if inside == os.pardir or inside.startswith(os.pardir + os.sep) else inside
             found.append(norm(path))
     return found
 
