@@ -146,6 +146,9 @@ def test_a_plan_places_each_job_as_the_profiles_executor_would(tmp_path):
     (compile_,) = [j for j in p["jobs"] if j["rule"] == "hef_compile"]
     assert compile_["machine"] == "container on pod" and compile_["rented"] and compile_["cost_usd"] > 0, compile_
     assert p["pod_bill"]["order"] == ["results/hef/rfdetr-keypoint.hef"], p["pod_bill"]
+    # ... after the DFC venv's set-up on the pod (no hef.dfc_wheel in this config: its upload unknown, said so)
+    venv = p["pod_bill"]["dfc_venv"]
+    assert venv["build_s"] > 0 and venv["calls"] == {"ssh": 4, "rsync": 1} and not venv["upload_known"], venv
     proc = run("slurm", "--machine", "desk")  # the SLURM run from the desk: each job on its partition
     assert proc.returncode == 0, proc.stderr[-3000:]
     p = json.loads(proc.stdout)

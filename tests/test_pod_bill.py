@@ -117,6 +117,67 @@ def test_forecast_hides_the_download_behind_the_setup_only_where_it_fits():
     assert over["cost_usd"] == pytest.approx(over["billed_s"] / 3600, abs=1e-3)
 
 
+def test_the_dfc_venv_a_container_job_needs_is_billed_once_per_pod_from_the_wheels_real_size(tmp_path):
+    """hef_compile on a pod: before its command the executor builds the DFC's venv (dfcvenv.DfcVenv.ensure):
+    4 ssh (marker check, mkdir + sha256sum, the build, marker write), 1 rsync per uploaded folder, the upload at
+    rsync_mb_s and the build (dfc_venv_build_s, a SETTING); a second container job on the pod, one ssh (the
+    marker's check). The figures are read from config/pod_life.yaml here, the wheel's size from the file."""
+    from fourloops import plan as planmod
+
+    raw = {k: v["value"] for k, v in yaml.safe_load((REPO / "config" / "pod_life.yaml").read_text()).items()}
+    wheel = tmp_path / "hailo_dataflow_compiler-5.0.0-py3-none-linux_x86_64.whl"
+    wheel.write_bytes(b"\0" * 7_000_000)  # 7 MB
+    house = tmp_path / "house"
+    house.mkdir()
+    (house / "a-1-py3-none-any.whl").write_bytes(b"\0" * 2_000_000)
+    (house / "b-1-py3-none-any.whl").write_bytes(b"\0" * 1_500_000)
+    (house / "notes.txt").write_bytes(b"\0" * 9_000_000)  # not a wheel: the executor sends only *.whl
+    hef = {"dfc_wheel": str(wheel), "dfc_wheelhouse": None}
+
+    def bill(container: bool, hef_=hef, n=1) -> dict:
+        rows = [planmod.PlannedJob(
+            rule="hef_compile", output=f"results/hef/m{i}.hef", wildcards={}, reason="", why="", profile=(
+                "container" if container else "pod"), machine="container on pod", verdict="fits", refused_walls=[],
+            vram_gib=0.0, vram_source="", seconds=600.0, seconds_source="", cost_usd=0.0, in_mb=1.0, out_mb=1.0,
+            rented=True) for i in range(n)]
+        return planmod.pod_bill(rows, LIFE, {}, REPO, 1.0, hef=hef_)
+
+    plain, one = bill(False), bill(True)
+    build_s = raw["dfc_venv_build_s"]
+    expect = 4 * raw["ssh_call_s"] + 1 * raw["rsync_call_s"] + 7.0 / raw["rsync_mb_s"] + build_s
+    assert build_s > 0 and LIFE.sources["dfc_venv_build_s"].startswith("SETTING")
+    assert plain["dfc_venv"] is None
+    assert one["dfc_venv"]["seconds"] == pytest.approx(expect, abs=0.1)
+    assert one["dfc_venv"]["upload_mb"] == pytest.approx(7.0) and one["dfc_venv"]["upload_s"] == pytest.approx(0.5)
+    # nothing runs beside it: the bill grows by it, under the executor's calls, and counts its calls
+    assert one["billed_s"] - plain["billed_s"] == pytest.approx(expect, abs=0.2)
+    assert one["idle_s"]["calls"] - plain["idle_s"]["calls"] == pytest.approx(expect, abs=0.2)
+    assert (one["calls"]["ssh"] - plain["calls"]["ssh"], one["calls"]["rsync"] - plain["calls"]["rsync"]) == (4, 1)
+    # once per pod: a second container job on it checks the marker (one ssh) and reuses the venv
+    two, plain2 = bill(True, n=2), bill(False, n=2)
+    assert two["billed_s"] - plain2["billed_s"] == pytest.approx(expect + raw["ssh_call_s"], abs=0.2)
+    # a wheelhouse: its *.whl go up too, in a second rsync
+    with_house = bill(True, {"dfc_wheel": str(wheel), "dfc_wheelhouse": str(house)})
+    assert with_house["dfc_venv"]["seconds"] == pytest.approx(
+        4 * raw["ssh_call_s"] + 2 * raw["rsync_call_s"] + (7.0 + 2.0 + 1.5) / raw["rsync_mb_s"] + build_s, abs=0.1)
+    # a wheel not there when the plan is made: the upload is unknown, said so, not invented
+    gone = bill(True, {"dfc_wheel": str(tmp_path / "absent.whl"), "dfc_wheelhouse": None})
+    assert not gone["dfc_venv"]["upload_known"] and gone["dfc_venv"]["upload_mb"] is None
+    assert gone["dfc_venv"]["seconds"] == pytest.approx(4 * raw["ssh_call_s"] + raw["rsync_call_s"] + build_s, abs=0.1)
+    # the printed plan names it with its parts
+    text = planmod.format_plan({"machine": "desk", "executor": "runpod", "jobs": [], "pod_bill": one, "refusals": "",
+                                "totals": {}} | {"jobs": [{"rule": "hef_compile", "output": "x", "profile": "container",
+                                                           "machine": "container on pod", "verdict": "fits",
+                                                           "seconds": 600.0, "cost_usd": 0.2, "why": ""}]})
+    line = next(x for x in text.splitlines() if "DFC venv" in x)
+    assert f"{expect:.0f} s = build {build_s:.0f} s" in line and "upload 0.5 s (7.0 MB" in line, line
+    text = planmod.format_plan({"machine": "desk", "executor": "runpod", "pod_bill": gone, "refusals": "", "totals": {},
+                                "jobs": [{"rule": "hef_compile", "output": "x", "profile": "container",
+                                          "machine": "container on pod", "verdict": "fits", "seconds": 600.0,
+                                          "cost_usd": 0.2, "why": ""}]})
+    assert "upload unknown (hef.dfc_wheel" in text and "absent.whl" in text, text
+
+
 def test_the_standin_pod_bills_from_creation_through_the_pull_and_the_null_runtime(tmp_path):
     from runpod_standin import StandIn
 

@@ -163,7 +163,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         settings = {**(table["pod"].get("runpod") or {}), **(runpod or {})}
         bill = pod_bill(rows, life, view.facts, Path(workflow.basedir), float(table["pod"].get("hourly_usd", 0.0)),
                         fetch_at=settings.get("fetch_at", "container"),
-                        poll_s=float(settings.get("poll_s", podbill.DEFAULT_POLL_S)))
+                        poll_s=float(settings.get("poll_s", podbill.DEFAULT_POLL_S)), hef=view.config.get("hef"))
     return {
         "machine": shown,
         "executor": view.executor(),
@@ -248,10 +248,11 @@ def _moved_mb(job, life) -> tuple[float, float]:
 
 
 def pod_bill(rows: list[PlannedJob], life, facts: dict, basedir: Path, hourly_usd: float,
-             fetch_at: str = "container", poll_s: float = podbill.DEFAULT_POLL_S) -> dict:
+             fetch_at: str = "container", poll_s: float = podbill.DEFAULT_POLL_S, hef: dict | None = None) -> dict:
     """The whole bill of the plan's pod jobs on one pod, in the order a pool of one takes them (dependencies
     first, then the jobs whose model downloads first, then the plan's order): fixed costs, jobs, transfers,
-    teardown (fourloops.podbill.forecast)."""
+    teardown (fourloops.podbill.forecast); with a container job on the pod, the DFC's venv set-up, its upload
+    from the sizes of `hef`'s dfc_wheel (and dfc_wheelhouse) now."""
     from snakemake_executor_plugin_runpod.transport import source_files
 
     # the jobs on a rented pod: those tagged pod, and the container's under container.host: pod (the DFC's compile)
@@ -266,11 +267,13 @@ def pod_bill(rows: list[PlannedJob], life, facts: dict, basedir: Path, hourly_us
         pod.remove(nxt)
         done.add(nxt.output)
         ordered.append(nxt)
-    jobs = [podbill.PodJob(r.output, r.seconds, r.model, r.in_mb, r.out_mb) for r in ordered]
+    jobs = [podbill.PodJob(r.output, r.seconds, r.model, r.in_mb, r.out_mb, container=r.profile == "container")
+            for r in ordered]
     weights = {j.model: podbill.weights_gb(facts, j.model) for j in jobs if j.model}
     repo_mb = podbill.tree_mb(basedir, source_files(basedir))
+    dfc = podbill.dfc_upload(hef or {}) if any(j.container for j in jobs) else None
     bill = podbill.forecast(jobs, life, weights, repo_mb=repo_mb, hourly_usd=hourly_usd, fetch_at=fetch_at,
-                            poll_s=poll_s)
+                            poll_s=poll_s, dfc=dfc)
     bill["order"] = [j.name for j in jobs]
     bill["fetch_order"] = models
     return bill
@@ -310,6 +313,9 @@ def format_plan(plan: dict) -> str:
                   + f"; transfers {idle['transfer']:.0f} s (repo {bill['repo_mb']:.0f} MB); teardown {idle['teardown']:.0f} s"
                   + ("; weights " + ", ".join(f"{m} {gb:.1f} GB" for m, gb in bill["weights_gb"].items())
                      if bill["weights_gb"] else "")]
+        if bill.get("dfc_venv"):
+            lines.append("  " + podbill.dfc_venv_line(bill["dfc_venv"]) + "; billed under the executor's calls "
+                         f"({idle['calls']:.0f} s in all)")
     not_fresh = Counter(j["rule"] for j in plan["jobs"]
                         if any(mark in j.get("seconds_source", "") for mark in asks.WARMUP_NOT_FRESH))
     if not_fresh:

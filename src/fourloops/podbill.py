@@ -11,6 +11,14 @@ Besides the pod's life, the executor's own calls take billed seconds: each ssh (
 and the REST poll that sees the pod ready (`calls`: POD_CALLS once per pod, JOB_CALLS per pod job, times
 pod_life's seconds per call, measured on a loopback sshd, not over the internet), and half a poll interval
 between the pod being ready and the executor seeing it.
+
+A pod that runs a `container` job (the DFC's compile, container.host: pod) first gets the DFC's venv
+(snakemake_executor_plugin_runpod.dfcvenv, `DfcVenv.ensure`), after that job's inputs and weights wait and
+before its command, with nothing beside it, once per pod: DFC_VENV_CALLS (the marker's check, mkdir +
+sha256sum, the build, the marker's write; one rsync per uploaded folder), the upload of `hef.dfc_wheel` (and
+`hef.dfc_wheelhouse`'s wheels) at rsync_mb_s, and the build (pod_life's dfc_venv_build_s, a SETTING). Each of
+its parts is one of the executor's own calls, so a run's attribution bills it as `calls`: the forecast does so
+too and names it apart (`dfc_venv`). A later container job on the pod checks the marker: one ssh.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 LINEAGE = False  # what a run costs, never what it writes
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +44,7 @@ CAUSES = ("pull", "ready", "setup", "download", "transfer", "calls", "waiting", 
 _PRIORITY = (BUSY, "transfer", "setup", "ready", "download", "pull", "teardown", "calls")
 FETCH_AT = ("container", "sync")  # when the weights download starts: the container's start, or after the sync
 FIGURES = ("image_gb", "pull_mb_s", "runtime_null_s", "ssh_stale_s", "wheels_gb", "setup_s", "hf_mb_s",
-           "rsync_mb_s", "file_mb", "teardown_s", "ssh_call_s", "rsync_call_s", "rest_call_s")
+           "rsync_mb_s", "file_mb", "teardown_s", "ssh_call_s", "rsync_call_s", "rest_call_s", "dfc_venv_build_s")
 # The executor's calls on a billed pod that no delay of the pod's life hides (the REST polls and failed ssh probes
 # before the pod answers are under its `ready`; the terminate is in teardown_s), by kind
 # (src/snakemake_executor_plugin_runpod/executor.py):
@@ -46,6 +55,11 @@ FIGURES = ("image_gb", "pull_mb_s", "runtime_null_s", "ssh_stale_s", "wheels_gb"
 POD_CALLS = {"rest": 1, "ssh": 4, "rsync": 1}
 JOB_CALLS = {"ssh": 1, "rsync": 2}
 WEIGHTS_CALLS = {"ssh": 1}
+# The DFC's venv on a pod (src/snakemake_executor_plugin_runpod/dfcvenv.py), once per pod before its first
+# `container` job: ssh the marker's check, mkdir + sha256sum, the build, the marker's write; one rsync for the
+# wheel, one more for a wheelhouse (DfcUpload.rsyncs). A later container job on the pod: the marker's check.
+DFC_VENV_CALLS = {"ssh": 4}
+DFC_REUSE_CALLS = {"ssh": 1}
 DEFAULT_POLL_S = 5.0  # the executor's runpod.poll_s default (settings.py)
 _RATES = ("pull_mb_s", "hf_mb_s", "rsync_mb_s")  # divided by: > 0
 
@@ -71,6 +85,7 @@ class PodLife:
     ssh_call_s: float
     rsync_call_s: float
     rest_call_s: float
+    dfc_venv_build_s: float
     sources: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -169,17 +184,60 @@ def fetch_order(jobs: list[tuple[str, str, str, list[str]]]) -> list[str]:
 # ------------------------------------------------------------------------------------------------ forecast
 @dataclass(frozen=True)
 class PodJob:
-    """A pod job as the bill sees it: its GPU seconds, the model it loads, the MB it moves each way."""
+    """A pod job as the bill sees it: its GPU seconds, the model it loads, the MB it moves each way; `container`:
+    a job of the `container` profile (the DFC's compile), which needs the DFC's venv on the pod."""
 
     name: str
     seconds: float
     model: str = ""
     in_mb: float = 0.0
     out_mb: float = 0.0
+    container: bool = False
+
+
+@dataclass(frozen=True)
+class DfcUpload:
+    """What the executor uploads for the DFC's venv: MB (None: a configured file is not there now, so unknown),
+    its rsyncs (one per folder: the wheel's, the wheelhouse's) and what is missing."""
+
+    mb: float | None
+    rsyncs: int = 1
+    missing: str = ""
+
+
+def dfc_upload(hef: dict) -> DfcUpload:
+    """The sizes of `hef.dfc_wheel` and of the `*.whl` in `hef.dfc_wheelhouse` (what DfcWheel.from_config hashes
+    and a fresh pod gets whole), stat'ed now; a file or folder not there makes the upload unknown (whether the
+    config is right is the preflight's and the executor's to say, not the bill's)."""
+    wheel, house = (hef or {}).get("dfc_wheel"), (hef or {}).get("dfc_wheelhouse")
+    total, missing = 0, []
+    path = Path(os.path.expanduser(str(wheel))) if wheel else None
+    if path is not None and path.is_file():
+        total += path.stat().st_size
+    else:
+        missing.append("hef.dfc_wheel " + (f"{str(wheel)!r} is not a file now" if wheel else "is not set"))
+    if house:
+        files = sorted(Path(os.path.expanduser(str(house))).glob("*.whl"))
+        if files:
+            total += sum(f.stat().st_size for f in files)
+        else:
+            missing.append(f"hef.dfc_wheelhouse {str(house)!r} holds no *.whl now")
+    return DfcUpload(None if missing else total / 1e6, 1 + bool(house), "; ".join(missing))
+
+
+def dfc_venv(life: PodLife, upload: DfcUpload) -> dict:
+    """The DFC venv's set-up on one pod, billed seconds by part (the upload 0 when unknown, flagged so)."""
+    calls = dict(DFC_VENV_CALLS, rsync=upload.rsyncs)
+    parts = {"calls_s": life.calls_s(calls),
+             "upload_s": 0.0 if upload.mb is None else life.transfer_s(upload.mb),
+             "build_s": life.dfc_venv_build_s}
+    return {"seconds": sum(parts.values()), **parts, "calls": calls, "upload_mb": upload.mb,
+            "upload_known": upload.mb is not None, "missing": upload.missing}
 
 
 def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, repo_mb: float, hourly_usd: float,
-             overlap_download: bool = True, fetch_at: str = "container", poll_s: float = DEFAULT_POLL_S) -> dict:
+             overlap_download: bool = True, fetch_at: str = "container", poll_s: float = DEFAULT_POLL_S,
+             dfc: DfcUpload | None = None) -> dict:
     """The bill of running `jobs` in order on one pod: seconds per cause, the floors and the cost.
 
     `weights`: GB per model key. With `overlap_download`, every model downloads one after another from
@@ -187,7 +245,9 @@ def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, re
     repo's sync before the setup) or "sync" (with the setup); a job waits only for its own model. Without it,
     each model downloads before its first job, after the setup. The executor's calls (POD_CALLS, JOB_CALLS,
     WEIGHTS_CALLS at pod_life's seconds per call) and half a poll interval (`poll_s`, the executor's) are `calls`,
-    except where a download still running hides them."""
+    except where a download still running hides them. With a `container` job, the DFC's venv (`dfc`: its upload;
+    None, unknown) is set up before the first one's command and billed as `calls`; the bill's `dfc_venv` says
+    its parts."""
     if fetch_at not in FETCH_AT:
         raise ValueError(f"fetch_at = {fetch_at!r} is not allowed: expected one of {', '.join(FETCH_AT)}")
     causes = dict.fromkeys(CAUSES, 0.0)
@@ -200,6 +260,9 @@ def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, re
     causes["calls"] = before_setup
     job_call_s = life.calls_s(JOB_CALLS)
     weights_call_s = life.calls_s(WEIGHTS_CALLS)
+    containers = sum(j.container for j in jobs)
+    venv = dfc_venv(life, dfc if dfc is not None else DfcUpload(None, 1, "no hef.dfc_wheel given")) if containers else None
+    venv_s = {True: venv["seconds"] if venv else 0.0, False: life.calls_s(DFC_REUSE_CALLS)}  # first, later
     models = [j.model for j in jobs if j.model in weights]
     first_of = {m: i for i, m in reversed(list(enumerate(models)))}
     dl_total = sum(life.download_s(weights[m]) for m in first_of)
@@ -221,7 +284,7 @@ def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, re
             causes["download"] += hidden
         t = life.setup_s
         causes["setup"] = life.setup_s
-        waited = set()
+        waited, venv_first = set(), True
         for j in jobs:
             inputs_in = t + life.transfer_s(j.in_mb)
             calls = life.rsync_call_s + life.ssh_call_s  # the inputs' rsync, the job's ssh
@@ -233,12 +296,18 @@ def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, re
             causes["download"] += hidden
             causes["calls"] += start - inputs_in - hidden + life.rsync_call_s  # and the outputs' rsync
             causes["transfer"] += life.transfer_s(j.in_mb) + life.transfer_s(j.out_mb)
+            if j.container:  # the DFC's venv, after the inputs and the weights' wait, before the command
+                start += venv_s[venv_first]
+                causes["calls"] += venv_s[venv_first]
+                venv_first = False
             t = start + j.seconds + life.rsync_call_s + life.transfer_s(j.out_mb)
     else:
         causes["setup"] = life.setup_s
         causes["download"] = dl_total
         causes["transfer"] += sum(life.transfer_s(j.in_mb) + life.transfer_s(j.out_mb) for j in jobs)
         causes["calls"] += job_call_s * len(jobs)
+        if containers:
+            causes["calls"] += venv_s[True] + venv_s[False] * (containers - 1)
     causes["teardown"] = life.teardown_s
     gpu = sum(j.seconds for j in jobs)
     idle = {k: round(v, 1) for k, v in causes.items()}
@@ -246,10 +315,16 @@ def forecast(jobs: list[PodJob], life: PodLife, weights: dict[str, float], *, re
     first_gb = weights[models[0]] if models else 0.0
     n_calls = {k: POD_CALLS.get(k, 0) + JOB_CALLS.get(k, 0) * len(jobs) for k in ("ssh", "rsync", "rest")}
     n_calls["ssh"] += (fetch_at == "sync" and overlap_download) + (len(first_of) if overlap_download else 0)
+    if venv:
+        for kind, n in venv["calls"].items():
+            n_calls[kind] += n
+        n_calls["ssh"] += DFC_REUSE_CALLS["ssh"] * (containers - 1)
     return {"billed_s": round(billed, 1), "gpu_s": round(gpu, 1), "idle_s": idle, "calls": n_calls,
             "floor_s": round(floor_s(life, first_gb, gpu), 1),
             "floor_container_s": round(floor_container_s(life, first_gb, gpu, repo_mb), 1), "fetch_at": fetch_at, "cost_usd": round(billed / 3600.0 * hourly_usd, 4), "hourly_usd": hourly_usd,
-            "pods": 1, "weights_gb": {m: round(weights[m], 2) for m in first_of}, "repo_mb": round(repo_mb, 1)}
+            "pods": 1, "weights_gb": {m: round(weights[m], 2) for m in first_of}, "repo_mb": round(repo_mb, 1),
+            "dfc_venv": None if venv is None else {
+                k: (round(v, 1) if isinstance(v, float) else v) for k, v in venv.items()}}
 
 
 def floor_s(life: PodLife, first_download_gb: float, gpu_s: float) -> float:
@@ -305,6 +380,16 @@ def calls_line(calls: list[tuple[str, float, float]], ready: float, end: float |
     return f"executor calls from ready to terminate: {part(billed)}; before ready: {part(before)}"
 
 
+def dfc_venv_line(venv: dict) -> str:
+    """The DFC venv's set-up as the bill names it: its seconds and their parts."""
+    upload = (f"upload {venv['upload_s']:.1f} s ({venv['upload_mb']:.1f} MB at rsync_mb_s)" if venv["upload_known"]
+              else f"upload unknown ({venv['missing']}; not counted)")
+    calls = ", ".join(f"{n} {k}" for k, n in venv["calls"].items())
+    return (f"DFC venv set-up (once per pod, before its first container job): {venv['seconds']:.0f} s = build "
+            f"{venv['build_s']:.0f} s (pod_life dfc_venv_build_s, a SETTING) + {upload} + calls {venv['calls_s']:.1f} s "
+            f"({calls})")
+
+
 def summary_lines(measured: dict, forecast_: dict | None, billed_usd: float | None, unit: str = "s") -> list[str]:
     """The run's bill beside the forecast, and every idle second with its cause."""
     idle = measured["idle_s"]
@@ -318,4 +403,6 @@ def summary_lines(measured: dict, forecast_: dict | None, billed_usd: float | No
         lines.append(f"  forecast (fourloops plan --machine pod): {forecast_['billed_s']:.1f} s billed, "
                      f"{forecast_['gpu_s']:.1f} s GPU-busy{cost}")
         lines.append("  forecast idle by cause: " + ", ".join(f"{c} {forecast_['idle_s'].get(c, 0.0):.1f}" for c in CAUSES))
+        if forecast_.get("dfc_venv"):
+            lines.append("  " + dfc_venv_line(forecast_["dfc_venv"]) + " (in calls)")
     return lines
