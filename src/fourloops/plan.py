@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fourloops import asks, machines, podbill, records, refusal, walls
+from fourloops.stage import stage_for
 from fourloops.tables import format_table
 from fourloops.tables import hms as _hms
 
@@ -174,15 +175,15 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         "refusals": ((refusal.cluster_report(placed, table) if placed else refusal.report(verdict, table, found))
                      if not verdict.ok else ""),
         "config_problems": view.config_problems(dag),  # a run refuses these before any job, wherever it runs
-        "gate": publication(view.config, Path.cwd(), Path(workflow.basedir)) if any(
-            g.rule == "publish" for g in gates) else None,
+        "gate": next((stage_for(g.rule).preview(g.params, Path.cwd()) for g in gates
+                      if stage_for(g.rule).preview is not None), None),
     }
 
 
 def _gate_jobs(view, dag) -> list[walls.PendingJob]:
     """Pending jobs without output files that still do work (the publication gate: a script, no files, so always
-    run): the wall check's pending jobs are those with outputs, and target rules (all, probe) do nothing. Keyed by
-    the rule's name, as the plan keys a job without output."""
+    run; its stage's `preview` says what it would judge): the wall check's pending jobs are those with outputs, and
+    target rules (all, probe) do nothing. Keyed by the rule's name, as the plan keys a job without output."""
     out = []
     for job in dag.needrun_jobs():
         if job.rule.output or job.rule.norun:
@@ -193,28 +194,6 @@ def _gate_jobs(view, dag) -> list[walls.PendingJob]:
             ask=view.ask(job.rule.name, wc), wildcards=wc, params=view.params(job.rule.name, wc),
             context=view.ask_context(view.placed_on(job.rule.name, wc))))
     return out
-
-
-def publication(config: dict, workdir: Path, repo: Path) -> dict:
-    """What the publication gate (rules/publish.smk) would judge, by its own rules on the files as they are now:
-    the artifacts of publish.artifacts and the refusals of rules 1-5 and 7. Rule 6 (would Snakemake rebuild it) is
-    a nested dry-run the gate makes when it runs; it is not asked here. The gate builds nothing."""
-    from fourloops import provenance
-    from fourloops.gate.listing import expand_artifacts
-    from fourloops.gate.refusals import Refusal
-    from fourloops.gate.rules import evaluate
-
-    cfg = config["publish"]
-    artifacts, refusals = expand_artifacts(cfg["artifacts"], workdir)
-    more, _ = evaluate(workdir, artifacts, records.index(workdir), deny_patterns=cfg["deny_name_patterns"],
-                       allow_dirty=cfg["allow_dirty"], code=provenance.code_version(repo),
-                       stale={a.path: None for a in artifacts})  # rule 6 is judged by the gate when it runs
-    refusals += more
-    if not artifacts and not refusals:
-        refusals = [Refusal("(publish.artifacts)", 5, "nothing is listed for publication",
-                            "list artifacts under publish.artifacts")]
-    return {"artifacts": [{"path": a.path, "kind": a.kind, "exists": (workdir / a.path).is_file()} for a in artifacts],
-            "refusals": [asdict(r) for r in refusals]}
 
 
 def _runs_on(where: str) -> str:

@@ -570,15 +570,13 @@ class Workflow:
     def check_walls(self, dag, machine_name: str | None = None, own_resources: bool = True) -> walls.Verdict:
         """Every pending job against the machine it will run on (config machine, or the pod under its executor;
         on a SLURM cluster, the partition fourloops.slurm chooses: the verdict then carries `placed`)."""
-        cluster = machine_name if machine_name in machines.clusters(self.machines) else (
+        target = self.here(machine_name)  # under the RunPod executor never a cluster: nothing goes to one
+        cluster = target if target in machines.clusters(self.machines) else (
             None if machine_name else self.slurm_cluster())
-        if self.executor() == "runpod":  # pods and this machine: nothing goes to a cluster
-            cluster = None
         if cluster is not None:
             from fourloops import slurm
 
             return slurm.place(self.pending(dag), self.machines, cluster).verdict
-        target = self.here(machine_name)
         # this invocation's --resources vram_mb caps jobs run from here; asked about another machine, its own
         # profile would declare that machine's card
         provided = self.provided_vram_mb() if own_resources and target == self.here(self.config["machine"]) else None

@@ -24,6 +24,8 @@ from fourloops import lineage
 from fourloops.machines import PROFILE_TAGS
 
 if TYPE_CHECKING:  # no import cost at parse time
+    from pathlib import Path
+
     from fourloops.asks import Ask, Measurements
     from fourloops.preflight import Need
 
@@ -138,6 +140,9 @@ class Stage:
     offload_at: "Callable[[dict], tuple[str, ...] | None] | None" = None
     # the GPU components this stage's jobs load, declared here once (the probe and sizing rules read them)
     gpus: tuple[Gpu, ...] = ()
+    # (params, working directory) -> what a job of this stage without output files would judge as the files are
+    # now (the publication gate's refusals), which `fourloops plan` shows beside the job; None: nothing to show
+    preview: "Callable[[dict, Path], dict] | None" = None
     module: str = field(default="", compare=False)
 
     def __post_init__(self):

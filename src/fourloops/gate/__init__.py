@@ -50,7 +50,7 @@ from fourloops.gate.swap import publish
 
 __all__ = [
     "DEFAULT_DENY", "FULL_PRECISIONS", "KINDS", "MANIFEST", "PRECISION_TOKENS", "RULES", "STALE_TRIGGERS",
-    "Artifact", "Lineage", "Outcome", "Refusal", "build_manifest", "chain", "evaluate", "expand_artifacts",
+    "Artifact", "Lineage", "Outcome", "Refusal", "build_manifest", "chain", "evaluate", "expand_artifacts", "judge",
     "is_quantised", "lineage", "name_tokens", "parse_summary", "publish", "record_precisions",
     "refusal_table", "report", "run_gate", "snakemake_staleness",
 ]
@@ -61,6 +61,30 @@ class Outcome:
     refusals: list[Refusal]
     manifest: dict | None
     published: Path | None
+
+
+def judge(
+    workdir: str | Path,
+    listing: list[dict],
+    *,
+    deny_patterns: Iterable[str] = DEFAULT_DENY,
+    allow_dirty: bool = False,
+    code: dict | None,
+    stale,
+    out: str = "results/published",
+) -> tuple[list[Artifact], list[Refusal], dict]:
+    """Expand the listing and judge every artifact, publishing nothing: (artifacts, refusals, what evaluate found).
+    An empty listing is refused. `stale` as run_gate's (a dict of reasons, every path None: rule 6 not asked)."""
+    artifacts, refusals = expand_artifacts(listing, workdir, out)
+    if callable(stale):
+        stale = stale([a.path for a in artifacts if (Path(workdir) / a.path).is_file()])
+    more, found = evaluate(workdir, artifacts, records.index(workdir), deny_patterns=deny_patterns,
+                           allow_dirty=allow_dirty, code=code, stale=stale)
+    refusals += more
+    if not artifacts and not refusals:
+        refusals = [Refusal("(publish.artifacts)", 5, "nothing is listed for publication",
+                            "list artifacts under publish.artifacts")]
+    return artifacts, refusals, found
 
 
 def run_gate(
@@ -79,17 +103,9 @@ def run_gate(
     `stale` is a dict path -> reason|None, or a callable taking the artifact paths and returning one
     (so Snakemake is asked only about the paths the listing expands to).
     """
-    artifacts, refusals = expand_artifacts(listing, workdir, out)
-    index = records.index(workdir)
-    if callable(stale):
-        stale = stale([a.path for a in artifacts if (Path(workdir) / a.path).is_file()])
-    more, found = evaluate(workdir, artifacts, index, deny_patterns=deny_patterns, allow_dirty=allow_dirty,
-                           code=code, stale=stale)
-    refusals += more
-    if refusals or not artifacts:
-        if not artifacts and not refusals:
-            refusals = [Refusal("(publish.artifacts)", 5, "nothing is listed for publication",
-                                "list artifacts under publish.artifacts")]
+    artifacts, refusals, found = judge(workdir, listing, deny_patterns=deny_patterns, allow_dirty=allow_dirty,
+                                       code=code, stale=stale, out=out)
+    if refusals:
         return Outcome(refusals, None, None)
     manifest = build_manifest(artifacts, found, code=code, allow_dirty=allow_dirty, invocation=invocation)
     record_paths = [r.path for _, lin, _ in found.values() for r in lin.records]
