@@ -158,8 +158,20 @@ def mark_incomplete(root: Path, output: str, name_max: int = 255) -> Path:
     persistence = SimpleNamespace(_fetch_max_len=lambda subject: name_max)
     mark = Path(FilePersistence._record_path(persistence, str(root / ".snakemake/incomplete"), output))
     mark.parent.mkdir(parents=True, exist_ok=True)
-    mark.write_text("")  # Snakemake's mark is empty for a local job
+    mark.write_text(json.dumps({"external_jobid": None}))  # what FilePersistence._mark_incomplete writes for a local job
     return mark
+
+
+def mark_incomplete_db(outputs: list[str], db_url: str | None = None) -> None:
+    """The marks Snakemake 9 keeps under `--persistence-backend db` (its DbPersistence, run from the working
+    directory, as Snakemake runs) when a job with `outputs` starts and is never seen to finish."""
+    from types import SimpleNamespace
+
+    from snakemake.io import IOFile
+    from snakemake.persistence.db import DbPersistence
+
+    kwargs = {} if db_url is None else {"db_url": db_url}
+    DbPersistence(**kwargs).started(SimpleNamespace(output=[IOFile(p) for p in outputs]))
 
 
 def test_an_output_snakemake_marks_incomplete_is_named_by_the_check_run_alone(chain):
@@ -193,6 +205,29 @@ def test_an_incomplete_mark_of_a_file_gone_or_unrecorded_and_a_long_path(chain):
                                (deep, deep, "incomplete")}
     assert "no provenance record lists it" in verify.describe(problems)
     assert sorted(verify.incomplete_marks(chain)) == sorted([deep, "results/gone.txt", "results/orphan.txt"])
+
+
+def test_the_marks_of_snakemakes_database_backend_are_read(chain, monkeypatch):
+    """`--persistence-backend db`: the marks are rows of .snakemake/metadata.db (or of the URL given), none a file."""
+    mark_incomplete_db(["results/a.txt", "results/b.txt", "results/provenance/make/make.json"])
+    assert (chain / ".snakemake/metadata.db").is_file() and not (chain / ".snakemake/incomplete").exists()
+    problems = verify.check(chain)
+    assert [(p.record, p.kind, p.detail.split(" (")[0]) for p in problems] == [
+        ("results/provenance/make/make.json", "incomplete", "Snakemake marks 3 of its job's 3 outputs incomplete")]
+    # a URL the runs were given: the check is given it too; a wrong one is refused, naming it
+    os.remove(chain / ".snakemake/metadata.db")
+    mark_incomplete_db(["results/c.txt"], db_url="sqlite:///marks.db")
+    assert verify.check(chain) == []
+    assert kinds(verify.check(chain, db_url="sqlite:///marks.db")) == {
+        ("results/provenance/use/x.json", "results/c.txt", "incomplete")}
+    with pytest.raises(FileNotFoundError, match="db_url = 'sqlite:///nowhere.db': no database file"):
+        verify.check(chain, db_url="sqlite:///nowhere.db")
+    # another working directory's marks in the same database are not this one's
+    other = chain / "other"
+    other.mkdir()
+    monkeypatch.chdir(other)
+    mark_incomplete_db(["results/a.txt"], db_url=f"sqlite:///{chain / 'marks.db'}")
+    assert verify.incomplete_marks(chain, db_url="sqlite:///marks.db") == ["results/c.txt"]
 
 
 # --------------------------------------------------------------------------- the smoke workdir

@@ -11,10 +11,11 @@ reads them. Here each record (fourloops.records) is compared with the disk:
 - every job the run uses (`expected`) whose outputs exist must have its record: an output without
   one is unverified (its record was deleted, or its job was killed after Snakemake removed it);
 - checked alone (no `expected`: "is my directory sound?"), an existing output that Snakemake marks
-  incomplete (`.snakemake/incomplete/`: its job started and Snakemake never saw it finish, e.g. a
-  SIGINT to Snakemake alone lets the job write every output and its record, then stops before
-  Snakemake clears the marks) is incomplete: its bytes may match its record, yet the next run makes it
-  again (`rerun-incomplete`) or refuses to start until it is. In a run, Snakemake itself acts on them.
+  incomplete (`.snakemake/incomplete/`, or under `--persistence-backend db` the rows of
+  `.snakemake/metadata.db` or of the URL the runs were given: its job started and Snakemake never saw it
+  finish, e.g. a SIGINT to Snakemake alone lets the job write every output and its record, then stops
+  before Snakemake clears the marks) is incomplete: its bytes may match its record, yet the next run makes
+  it again (`rerun-incomplete`) or refuses to start until it is. In a run, Snakemake itself acts on them.
 
 Each problem names the record whose job must run again; the record file is itself an output of
 that job, so its path names the job to Snakemake. sha256 is cached by (path, size, mtime_ns,
@@ -38,6 +39,7 @@ from fourloops.records import Record, norm
 HASH_CACHE = ".snakemake/fourloops-hashes.json"
 HASH_SCHEMA = "fourloops.hashes/2"
 INCOMPLETE = ".snakemake/incomplete"  # Snakemake's marks: one file per output of a job that has not finished
+METADATA_DB = ".snakemake/metadata.db"  # the same marks (and metadata) under --persistence-backend db, by default
 # What can be wrong, in the order describe() lists them.
 KINDS = ("unreadable record", "unverified", "incomplete", "missing", "truncated", "edited", "input gone",
          "input changed")
@@ -158,19 +160,25 @@ def _workflow_made(path: str) -> bool:
     return path.split("/", 1)[0] in WORKFLOW_FOLDERS
 
 
-def incomplete_marks(workdir: str | Path) -> list[str]:
-    """The outputs Snakemake marks incomplete in `workdir` (normalized, relative to it where under it), read from
-    the names of the files under .snakemake/incomplete/: each the output's path, urlsafe base64, cut into pieces
-    no longer than a file name (every piece but the last a folder named '@' + piece: Snakemake's
-    persistence.file.FilePersistence._record_path). A name that does not decode to a path (Snakemake's own
-    `migration_underway` file) is skipped."""
+def _inside(path: str, root: str) -> str:
+    """`path` as the check names it: normalized, and relative to the working directory (`root`, real) where under it."""
+    if os.path.isabs(path):
+        inside = os.path.relpath(os.path.realpath(path), root)
+        path = path if inside == os.pardir or inside.startswith(os.pardir + os.sep) else inside
+    return norm(path)
+
+
+def _file_marks(workdir: str | Path) -> list[str]:
+    """The marks of Snakemake's file backend (its default): the names of the files under .snakemake/incomplete/,
+    each the output's path, urlsafe base64, cut into pieces no longer than a file name (every piece but the last a
+    folder named '@' + piece: Snakemake's persistence.file.FilePersistence._record_path). A name that does not
+    decode to a path (Snakemake's own `migration_underway` file) is skipped."""
     import base64
     import binascii
 
     base = Path(workdir) / INCOMPLETE
     if not base.is_dir():
         return []
-    root = os.path.realpath(workdir)
     found = []
     for folder, dirs, files in os.walk(base):
         dirs.sort()
@@ -184,13 +192,65 @@ def incomplete_marks(workdir: str | Path) -> list[str]:
                 path = base64.urlsafe_b64decode(encoded.encode("ascii")).decode("utf-8")
             except (binascii.Error, ValueError):
                 continue
-            if not path or "\x00" in path:
-                continue
-            if os.path.isabs(path):
-                inside = os.path.relpath(os.path.realpath(path), root)
-                path = path if inside == os.pardir or inside.startswith(os.pardir + os.sep) else inside
-            found.append(norm(path))
+            if path and "\x00" not in path:
+                found.append(path)
     return found
+
+
+def _db_marks(workdir: str | Path, db_url: str | None) -> list[str]:
+    """The marks of Snakemake's database backend (`--persistence-backend db`): the rows of its table
+    snakemake_metadata with `incomplete` set, in the namespace of this working directory (the absolute path of its
+    .snakemake, as DbPersistence names it), read through Snakemake's own table model (persistence.db.MetadataRecordORM).
+    Snakemake offers no call listing every incomplete key (DbPersistence._filter_incomplete_keys asks about keys it is
+    given, and a job killed before its record leaves outputs no record names), so this is its query without the keys.
+    `db_url`: the --persistence-backend-db-url the runs used; None reads Snakemake's default, .snakemake/metadata.db,
+    where it exists."""
+    workdir = Path(workdir)
+    if db_url is None:
+        db = workdir / METADATA_DB
+        if not db.is_file():
+            return []  # the warm path of the file backend: one stat, no import
+        db_url = f"sqlite:///{os.path.realpath(db)}"
+    from sqlalchemy import create_engine, select
+    from sqlalchemy.engine.url import make_url
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+    from sqlalchemy.orm import Session
+    from snakemake.persistence.db import MetadataRecordORM
+
+    allowed = ("allowed: the --persistence-backend-db-url the runs used (an SQLAlchemy URL such as "
+               "sqlite:///.snakemake/metadata.db), or none for Snakemake's default .snakemake/metadata.db")
+    try:
+        url = make_url(db_url)
+    except ArgumentError:
+        raise ValueError(f"db_url = {db_url!r} is not a database URL; {allowed}") from None
+    shown = url.render_as_string(hide_password=True)
+    if url.get_backend_name() == "sqlite":
+        if not url.database or url.database == ":memory:":
+            raise ValueError(f"db_url = {shown!r} names no database file; {allowed}")
+        file = url.database if os.path.isabs(url.database) else os.path.join(workdir, url.database)  # as the run saw it
+        if not os.path.isfile(file):
+            raise FileNotFoundError(f"db_url = {shown!r}: no database file {file}; {allowed}")
+        url = url.set(database=os.path.realpath(file))
+    namespace = os.path.join(os.path.realpath(workdir), ".snakemake")  # DbPersistence: Path(abspath(".snakemake"))
+    engine = create_engine(url)
+    try:
+        with Session(engine) as session:
+            return list(session.scalars(select(MetadataRecordORM.target).where(
+                MetadataRecordORM.namespace == namespace, MetadataRecordORM.incomplete.is_(True))))
+    except SQLAlchemyError as exc:
+        raise RuntimeError(f"cannot read Snakemake's incomplete marks from db_url = {shown!r}: "
+                           f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    finally:
+        engine.dispose()
+
+
+def incomplete_marks(workdir: str | Path, db_url: str | None = None) -> list[str]:
+    """The outputs Snakemake marks incomplete in `workdir` (normalized, relative to it where under it, sorted), from
+    either of its persistence backends: the file backend's .snakemake/incomplete/ and the database backend's
+    (`db_url`, its --persistence-backend-db-url; by default .snakemake/metadata.db where it exists). A mark in
+    either is named: which backend the next run uses is its command line's, which the check cannot know."""
+    root = os.path.realpath(workdir)
+    return sorted({_inside(path, root) for path in (*_file_marks(workdir), *_db_marks(workdir, db_url))})
 
 
 def _maker(index: records.ProvenanceIndex, by_path: dict[str, Record], path: str) -> Record | None:
@@ -222,6 +282,7 @@ def check(
     cache: HashCache | None = None,
     index: records.ProvenanceIndex | None = None,
     expected: Iterable[Expected] | None = None,
+    db_url: str | None = None,
 ) -> list[Problem]:
     """Every problem of every record under results/provenance (or, given `paths`, of the records
     whose job makes one of those paths: files, directories or record files, relative to `workdir`).
@@ -231,8 +292,9 @@ def check(
     the jobs the run uses; an existing output of one whose record is absent is unverified, and a
     recorded input that one of them makes is judged even when its producer's record is gone. Without
     `expected` (the check run alone), a recorded input under results/ or models/ is judged so, and an existing
-    output Snakemake marks incomplete (.snakemake/incomplete/) is `incomplete`, once per job (in a run,
-    Snakemake acts on its own marks).
+    output Snakemake marks incomplete is `incomplete`, once per job (in a run, Snakemake acts on its own marks):
+    the marks of either backend (`incomplete_marks`; `db_url`: the --persistence-backend-db-url the runs used, where
+    it is not Snakemake's default .snakemake/metadata.db).
     """
     workdir = Path(workdir)
     index = index if index is not None else records.index(workdir)
@@ -282,7 +344,7 @@ def check(
         marked: dict[str, list[str]] = {}  # record (or the path, where no record lists it) -> its marked outputs
         makers: dict[str, Record | None] = {}
         by_path = {norm(r.path): r for r in index.records}
-        for path in incomplete_marks(workdir):
+        for path in incomplete_marks(workdir, db_url):
             if stat_of(path) is None:
                 continue  # gone: the run makes it because it is missing (its record, if any, says so)
             record = _maker(index, by_path, path)
