@@ -207,6 +207,20 @@ def test_an_incomplete_mark_of_a_file_gone_or_unrecorded_and_a_long_path(chain):
     assert sorted(verify.incomplete_marks(chain)) == sorted([deep, "results/gone.txt", "results/orphan.txt"])
 
 
+def test_marked_outputs_no_record_lists_are_named_once_per_folder(chain):
+    """A generate job killed before its record: each view it wrote is marked, and no record lists one."""
+    views = [f"results/generate/B/az{az:03d}.png" for az in range(0, 360, 36)]
+    for view in views:
+        io.write_bytes(chain / view, b"a view\n")
+        mark_incomplete(chain, view)
+    problems = verify.check(chain)
+    assert kinds(problems) == {(views[0], views[0], "incomplete")}
+    assert verify.describe(problems) == (
+        f"? must run again ({views[0]}): {views[0]} incomplete: Snakemake marks 10 files in results/generate/B/ "
+        "incomplete (its job never finished under Snakemake); the next run makes them again; no provenance record "
+        "lists them, and the marks do not name their job")
+
+
 def test_the_marks_of_snakemakes_database_backend_are_read(chain, monkeypatch):
     """`--persistence-backend db`: the marks are rows of .snakemake/metadata.db (or of the URL given), none a file."""
     mark_incomplete_db(["results/a.txt", "results/b.txt", "results/provenance/make/make.json"])

@@ -294,7 +294,8 @@ def check(
     `expected` (the check run alone), a recorded input under results/ or models/ is judged so, and an existing
     output Snakemake marks incomplete is `incomplete`, once per job (in a run, Snakemake acts on its own marks):
     the marks of either backend (`incomplete_marks`; `db_url`: the --persistence-backend-db-url the runs used, where
-    it is not Snakemake's default .snakemake/metadata.db).
+    it is not Snakemake's default .snakemake/metadata.db). Marked outputs no record lists are named once per folder:
+    the marks do not name their job (a local job's mark holds only `external_jobid`, null).
     """
     workdir = Path(workdir)
     index = index if index is not None else records.index(workdir)
@@ -341,7 +342,7 @@ def check(
                                     f"its record {job.record} is missing ({len(present)} of {len(job.outputs)} "
                                     "outputs exist)", job.record, job.rule, dict(job.wildcards)))
     if standalone:
-        marked: dict[str, list[str]] = {}  # record (or the path, where no record lists it) -> its marked outputs
+        marked: dict[str, list[str]] = {}  # record (or the folder, where no record lists it) -> its marked outputs
         makers: dict[str, Record | None] = {}
         by_path = {norm(r.path): r for r in index.records}
         for path in incomplete_marks(workdir, db_url):
@@ -351,16 +352,20 @@ def check(
             if wanted is not None and path not in wanted and not _made(path, wanted) and not (
                     record is not None and _wanted(record, wanted)):
                 continue
-            key = path if record is None else record.path
+            key = record.path if record is not None else os.path.dirname(path) or "."
             makers[key] = record
             marked.setdefault(key, []).append(path)
+        why = "(its job never finished under Snakemake); the next run makes "
         for key, paths_marked in marked.items():
             record = makers[key]
             paths_marked = sorted(paths_marked, key=lambda p: (p == key, p))  # an output before the record itself
-            why = "(its job never finished under Snakemake); the next run makes "
             if record is None:
-                problems.append(Problem(paths_marked[0], "incomplete", "Snakemake marks it incomplete " + why
-                                        + "it again; no provenance record lists it", key, ""))
+                # no record: the first marked path names the job to Snakemake (an output of it), once per folder
+                detail = ("Snakemake marks it incomplete " + why + "it again; no provenance record lists it"
+                          if len(paths_marked) == 1 else
+                          f"Snakemake marks {len(paths_marked)} files in {key}/ incomplete " + why + "them again; no "
+                          "provenance record lists them, and the marks do not name their job")
+                problems.append(Problem(paths_marked[0], "incomplete", detail, paths_marked[0], ""))
                 continue
             outputs = {norm(e["path"]) for e in record.entries("outputs")} | {norm(record.path)}
             detail = ("Snakemake marks it incomplete " + why + "it again" if len(paths_marked) == 1 else
