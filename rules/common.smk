@@ -54,6 +54,13 @@ if workflow.is_main_process:
 # Jobs read the top-level invocation from here for their provenance (secrets redacted).
 os.environ.setdefault("FOURLOOPS_INVOCATION", provenance.redact(" ".join(sys.argv)))
 os.environ.setdefault("FOURLOOPS_REPO", str(workflow.basedir))
+# The gate's nested dry-run (fourloops.gate.staleness) reads the metadata where this run keeps it (--persistence-backend;
+# the file backend, Snakemake's default, needs nothing, and imports nothing at parse)
+if workflow.is_main_process and workflow.workflow_settings.persistence_backend.name != "FILE":
+    from fourloops.gate.staleness import persistence_env
+
+    os.environ.update(persistence_env(workflow.workflow_settings.persistence_backend,
+                                      workflow.workflow_settings.persistence_backend_db_url))
 # Every job ends when the Snakemake that parsed this dies (fourloops.lifeline watches this pid).
 os.environ.update(FOURLOOPS_SNAKEMAKE_PID=str(os.getpid()))
 

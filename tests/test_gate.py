@@ -258,6 +258,22 @@ def test_rule6_snakemake_judges_params_input_and_mtime(tmp_path):
     assert not (tmp_path / ".snakemake" / "locks").exists() or not any((tmp_path / ".snakemake/locks").iterdir())
 
 
+def test_rule6_reads_the_metadata_of_a_run_under_the_database_backend(tmp_path, monkeypatch):
+    """`--persistence-backend db`: the params are recorded in .snakemake/metadata.db, which the nested dry-run opens
+    only when told (rules/common.smk exports the run's backend to its jobs, the gate's among them)."""
+    (tmp_path / "Snakefile").write_text(TINY_SNAKEFILE)
+    (tmp_path / "data.txt").write_text("1\n")
+    smk = [sys.executable, "-m", "snakemake", "-s", "Snakefile", "--cores", "1", "--persistence-backend", "db",
+           "results/table.csv"]
+    subprocess.run(smk, cwd=tmp_path, check=True, capture_output=True)
+    assert not (tmp_path / ".snakemake/metadata").exists() or not any((tmp_path / ".snakemake/metadata").iterdir())
+    (tmp_path / "scale2.yaml").write_text("scale: 2\n")
+    monkeypatch.setenv("FOURLOOPS_PERSISTENCE_BACKEND", "db")
+    judged = gate.snakemake_staleness(tmp_path / "Snakefile", tmp_path, ["results/table.csv"],
+                                      configfile=tmp_path / "scale2.yaml")
+    assert "params" in (judged["results/table.csv"] or "up to date")
+
+
 # --------------------------------------------------------------------------- rule 7: dirty tree
 def test_rule7_dirty_tree_is_refused_unless_allowed_and_then_the_manifest_says_dirty(work):
     work.chain("results/ladder.csv")

@@ -10,6 +10,28 @@ from pathlib import Path
 from fourloops.records import norm
 
 STALE_TRIGGERS = ("mtime", "params", "input", "code", "software-env")
+# The metadata backend of the run the gate is a job of (rules/common.smk sets them from its Snakemake's settings):
+# under --persistence-backend db its metadata is in a database, which a nested Snakemake reads only when told.
+BACKEND_ENV = "FOURLOOPS_PERSISTENCE_BACKEND"
+DB_URL_ENV = "FOURLOOPS_PERSISTENCE_DB_URL"
+
+
+def persistence_env(backend, db_url: str | None) -> dict[str, str]:
+    """What rules/common.smk exports for `backend` (Snakemake's PersistenceBackend, or its choice's name) and its
+    --persistence-backend-db-url: nothing under the file backend, Snakemake's default."""
+    name = backend.item_to_choice() if hasattr(backend, "item_to_choice") else str(backend)
+    if name == "file":
+        return {}
+    return {BACKEND_ENV: name, **({DB_URL_ENV: db_url} if db_url else {})}
+
+
+def persistence_args(env) -> list[str]:
+    """The nested Snakemake's options that open the metadata the run keeps (`env`: os.environ)."""
+    backend = env.get(BACKEND_ENV)
+    if not backend:
+        return []
+    url = env.get(DB_URL_ENV)
+    return ["--persistence-backend", backend, *(["--persistence-backend-db-url", url] if url else [])]
 
 
 def snakemake_staleness(
@@ -25,12 +47,15 @@ def snakemake_staleness(
     subprocess with `--nolock` (it writes nothing, and the calling Snakemake holds the lock).
 
     Returns path -> None (up to date) or the reason it would be rebuilt. A path the summary does not
-    list is left out. If Snakemake fails, every path maps to its error.
+    list is left out. If Snakemake fails, every path maps to its error. It reads the metadata of the run's own
+    backend (`persistence_args`): under the file backend's default, a run with --persistence-backend db would find
+    no params, code or input recorded, and call every artifact up to date.
     """
     if not paths:
         return {}
     cmd = [python, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir),
            "--summary", "--nolock", "--rerun-triggers", *STALE_TRIGGERS, "--cores", "1"]
+    cmd += persistence_args(os.environ)
     if configfile:
         cmd += ["--configfile", str(configfile)]
     cmd += ["--", *paths]
