@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,93 @@ def test_a_path_outside_the_working_directory_is_refused_and_nothing_is_stashed(
     with pytest.raises(ValueError, match=f"'{outside}' is outside the working directory"):
         keep.stash(root, [keep.JobFiles(outputs=[str(outside)])])
     assert not keep.stash_dir(root).exists()
+
+
+# A one-rule workflow driving fourloops' keep wiring (smk.Workflow's stash/settle/recover, real), its stage keeping
+# its last good outputs; scale 2 fails, scale 4 kills Snakemake (the job's parent) mid-job, once it has marked the
+# job started.
+KEEPING_SNAKEFILE = """
+from types import SimpleNamespace
+from fourloops.smk import Workflow
+
+class Keeping(Workflow):
+    def __init__(self, wf):
+        self.wf = wf
+        self.recover_last_good()
+
+    def stage(self, rulename):
+        return SimpleNamespace(keep_last_good=True)
+
+KEEP = Keeping(workflow)
+
+rule make:
+    output: "out.txt"
+    params: scale=config.get("scale", 1)
+    shell: "case {params.scale} in 2) exit 1;; 4) sleep 1; kill -9 $PPID; exit 1;; esac; echo {params.scale} > {output}"
+
+onstart:
+    KEEP.stash_last_good(workflow.dag)
+
+onsuccess:
+    KEEP.settle_last_good()
+
+onerror:
+    KEEP.settle_last_good()
+"""
+
+
+def test_under_the_database_backend_a_kept_output_comes_back_with_its_row(tmp_path):
+    """`--persistence-backend db`: Snakemake's record of each output is a row of .snakemake/metadata.db, which the
+    failed job rewrites with its new params; the kept output comes back with its old row, so the changed params
+    still rerun it (as the file backend's record file does), and after a killed run the next parse puts the row
+    back too (no incomplete mark left on the kept output)."""
+    (tmp_path / "Snakefile").write_text(KEEPING_SNAKEFILE)
+
+    def smk(*args, check=True):
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", "Snakefile", "--cores", "1",
+                               "--persistence-backend", "db", *args], cwd=tmp_path, capture_output=True, text=True)
+        assert not check or proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout + proc.stderr
+
+    smk()
+    failed = smk("--config", "scale=2", check=False)
+    assert "kept the last good out.txt" in failed, failed[-3000:]
+    assert (tmp_path / "out.txt").read_text() == "1\n"
+    assert "Nothing to be done" in smk("-n")                      # the old output with its old params
+    assert "params" in smk("-n", "--config", "scale=2")           # the new ones still rerun it
+    smk("--config", "scale=4", check=False)                        # Snakemake killed mid-job
+    assert keep.stash_dir(tmp_path).exists()
+    assert "Nothing to be done" in smk("-n")                      # its parse settled the killed run's stash
+    assert (tmp_path / "out.txt").read_text() == "1\n" and not keep.stash_dir(tmp_path).exists()
+    smk("--unlock")                                                # the lock the killed run left
+    smk("--config", "scale=3")
+    assert (tmp_path / "out.txt").read_text() == "3\n" and not keep.stash_dir(tmp_path).exists()
+
+
+def test_database_rows_come_back_only_through_the_database_they_were_kept_from(tmp_path):
+    """A killed run's stash holding database rows: an invocation keeping its metadata elsewhere is refused, naming
+    the database and leaving the stash; the same database gets each row back (one that did not exist is deleted)."""
+    from snakemake.persistence.db import DbPersistence
+
+    from fourloops.smk import DatabaseRecords
+
+    rows = DatabaseRecords(DbPersistence(nolock=True, path=tmp_path / ".snakemake"))
+    write(tmp_path / "a.txt", "old a")
+    write(tmp_path / "b.txt", "old b")
+    rows.write("a.txt", {"rule": "make", "params": ["1"], "record_format_version": 6})
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    keep.stash(tmp_path, [keep.JobFiles(outputs=["a.txt", "b.txt"], rows=["a.txt", "b.txt"])], owner_pid=dead.pid,
+               rows=rows)
+    for name in ("a.txt", "b.txt"):  # the killed job: outputs deleted, rows rewritten with its params, marked
+        (tmp_path / name).unlink()
+        rows.write(name, {"rule": "make", "params": ["2"], "record_format_version": 6, "incomplete": True})
+    with pytest.raises(RuntimeError, match=f"in the database sqlite:///{tmp_path}/.snakemake/metadata.db "
+                                           f"\\(namespace {tmp_path}/.snakemake\\), which this run does not keep its "
+                                           "metadata in \\(files\\)"):
+        keep.recover(tmp_path)
+    assert keep.stash_dir(tmp_path).exists() and not (tmp_path / "a.txt").exists()
+    assert sorted(keep.recover(tmp_path, rows)) == ["a.txt", "b.txt"]
+    assert (tmp_path / "a.txt").read_text() == "old a" and not keep.stash_dir(tmp_path).exists()
+    assert rows.read("a.txt")["params"] == ["1"] and not rows.read("a.txt")["incomplete"]
+    assert rows.read("b.txt") is None

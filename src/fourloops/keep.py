@@ -6,7 +6,9 @@ a copy, but after a failure it writes the failed job's params into the restored 
 a changed config would then count as built. So, before the first job, the outputs of every pending
 job worth keeping are hard-linked (no bytes copied) into a hidden stash under the working directory,
 with a copy of Snakemake's metadata record of each (written in place, so a link would follow the
-new job's record). When the run ends, `settle` restores each job whose new outputs are not all
+new job's record); under Snakemake's database backend (`--persistence-backend db`) the record is a row of its
+table, kept by value in the manifest (a `Rows`, fourloops.smk.DatabaseRecords, reads and puts it back). When the
+run ends, `settle` restores each job whose new outputs are not all
 there and drops the rest. A stash left by a Snakemake that was killed is settled by the next
 workflow parse (`recover`), before its DAG is built.
 
@@ -35,6 +37,13 @@ class JobFiles:
     outputs: list[str]  # kept by hard link, restored together or not at all
     records: list[str] = field(default_factory=list)  # small files rewritten in place: kept by copy
     markers: list[str] = field(default_factory=list)  # removed when the job is restored (incomplete markers)
+    rows: list[str] = field(default_factory=list)  # keys of the outputs' database records: kept by value (Rows, below)
+
+
+
+# Rows: Snakemake's records kept in a database (its `--persistence-backend db`), one row per output key; any object
+# with `where` (names the database, no password: a stash is settled only through the same one), `read(key)` (the
+# row as JSON values, None: no row) and `write(key, row)` (row None: delete it). fourloops.smk.DatabaseRecords.
 
 
 def _relative(root: Path, path: str) -> str:
@@ -83,13 +92,16 @@ def stash_dir(root: str | os.PathLike) -> Path:
     return Path(root) / STASH
 
 
-def stash(root: str | os.PathLike, jobs: list[JobFiles], owner_pid: int | None = None) -> list[JobFiles]:
+def stash(root: str | os.PathLike, jobs: list[JobFiles], owner_pid: int | None = None,
+          rows=None) -> list[JobFiles]:
     """Keep the current outputs of `jobs` until `settle`: every output that exists (a job with one output lost,
     a loss curve or a view, still has the rest of its last good generation, which Snakemake deletes before the job
     runs); the jobs kept are returned. A stash left by a dead run is settled first; one held by a live run is
-    refused (Snakemake's lock should have stopped this run)."""
+    refused (Snakemake's lock should have stopped this run). `rows`: where the jobs' `rows` are kept."""
     root = Path(root)
-    recover(root)
+    if rows is None and any(job.rows for job in jobs):
+        raise ValueError("keep: jobs with database records (JobFiles.rows) were given no Rows to read them from")
+    recover(root, rows)
     here = stash_dir(root)
     if (here / MANIFEST).exists():
         owner = read_json(here / MANIFEST)["owner"]
@@ -118,28 +130,42 @@ def stash(root: str | os.PathLike, jobs: list[JobFiles], owner_pid: int | None =
             "records": [p for p in records if (root / p).is_file()],
             "markers": [_relative(root, p) for p in job.markers],
         })
+        if job.rows:
+            entries[-1]["rows"] = {key: rows.read(key) for key in job.rows}
         kept.append(job)
     if entries:  # the manifest last: a stash without one holds nothing to restore
-        write_json(here / MANIFEST, {"owner": {"pid": pid, "start_time": _start_time(pid)}, "jobs": entries})
+        manifest = {"owner": {"pid": pid, "start_time": _start_time(pid)}, "jobs": entries}
+        if any("rows" in entry for entry in entries):
+            manifest["rows"] = rows.where
+        write_json(here / MANIFEST, manifest)
     return kept
 
 
-def settle(root: str | os.PathLike) -> list[str]:
+def settle(root: str | os.PathLike, rows=None) -> list[str]:
     """End of run: restore every kept job whose outputs were not all replaced by new files (the new ones of a
     generation that did not finish are removed, the kept ones linked back; one missing before stays missing, so its
-    record's check reruns the job), drop the stash. Returns the restored outputs (relative paths)."""
+    record's check reruns the job), drop the stash. Returns the restored outputs (relative paths). A restored job's
+    database rows are put back first (a settle killed midway is redone whole), through `rows`, the same database."""
     root = Path(root)
     here = stash_dir(root)
     if not (here / MANIFEST).exists():
         shutil.rmtree(here, ignore_errors=True)
         return []
+    manifest = read_json(here / MANIFEST)
+    if "rows" in manifest and (rows is None or rows.where != manifest["rows"]):
+        raise RuntimeError(f"keep: {here} holds Snakemake's records of its outputs in the database {manifest['rows']}, "
+                           f"which this run does not keep its metadata in ({rows.where if rows else 'files'}); "
+                           "allowed: run again with the killed run's --persistence-backend db (and its "
+                           "--persistence-backend-db-url), which puts them back")
     restored = []
-    for n, entry in enumerate(read_json(here / MANIFEST)["jobs"]):
+    for n, entry in enumerate(manifest["jobs"]):
         now = {p: _inode(root / p) for p in entry["outputs"]}
         replaced = all(now[p] is not None and now[p] != old for p, old in entry["outputs"].items())
         untouched = all(now[p] == old for p, old in entry["outputs"].items())
         if replaced or untouched:
             continue
+        for key, row in entry.get("rows", {}).items():
+            rows.write(key, row)
         for p in entry["outputs"]:
             target = root / p
             if now[p] is not None and now[p] != entry["outputs"][p]:
@@ -156,11 +182,11 @@ def settle(root: str | os.PathLike) -> list[str]:
     return restored
 
 
-def recover(root: str | os.PathLike) -> list[str]:
+def recover(root: str | os.PathLike, rows=None) -> list[str]:
     """Settle a stash whose run died without settling it (SIGKILL); leave a live run's alone."""
     here = stash_dir(root)
     if not (here / MANIFEST).exists():
         return []
     if _alive(read_json(here / MANIFEST)["owner"]):
         return []
-    return settle(root)
+    return settle(root, rows)

@@ -725,8 +725,8 @@ class Workflow:
 
         outputs = [str(f) for f in job.output]
         p = self.wf.persistence
-        if not hasattr(p, "_record_path"):  # the database backend keeps its records elsewhere
-            return keep.JobFiles(outputs)
+        if not hasattr(p, "_record_path"):  # the database backend: each output's record is a row of its table
+            return keep.JobFiles(outputs, rows=[DatabaseRecords(p).key(f) for f in job.output])
         return keep.JobFiles(
             outputs,
             records=[p._record_path(p._metadata_path, f) for f in outputs],
@@ -738,7 +738,7 @@ class Workflow:
         from fourloops import keep
 
         jobs = [j for j in dag.needrun_jobs() if j.rule.output and self.stage(j.rule.name).keep_last_good]
-        keep.stash(Path.cwd(), [self._keep_files(j) for j in jobs])
+        keep.stash(Path.cwd(), [self._keep_files(j) for j in jobs], rows=self._database_records())
 
     def settle_last_good(self) -> None:
         """After the run: a job that failed gets its previous outputs back; the stash is dropped."""
@@ -746,7 +746,7 @@ class Workflow:
 
         from fourloops import keep
 
-        for path in keep.settle(Path.cwd()):
+        for path in keep.settle(Path.cwd(), self._database_records()):
             print(f"fourloops: kept the last good {path} (its new generation failed)", file=sys.stderr)
 
     def recover_last_good(self) -> None:
@@ -754,8 +754,49 @@ class Workflow:
         records are read and before the DAG is built."""
         from fourloops import keep
 
-        if self.main_process():
-            keep.recover(Path.cwd())
+        if self.main_process() and keep.stash_dir(Path.cwd()).exists():
+            keep.recover(Path.cwd(), self._database_records())
+
+    def _database_records(self) -> "DatabaseRecords | None":
+        """Where this run keeps Snakemake's records when it keeps them in a database (`--persistence-backend db`);
+        at the parse (a killed run's stash) its persistence is not made yet: one is opened as Snakemake opens it."""
+        p = self.wf.persistence
+        if p is None:
+            settings = self.wf.workflow_settings
+            if settings.persistence_backend.name == "FILE":
+                return None
+            from snakemake.persistence.db import DbPersistence
+
+            p = DbPersistence(nolock=True, db_url=settings.persistence_backend_db_url)
+        return None if hasattr(p, "_record_path") else DatabaseRecords(p)
+
+
+class DatabaseRecords:
+    """Snakemake's record of each output under `--persistence-backend db`, a row of its table keyed by (the working
+    directory's .snakemake, the output path), read and put back for fourloops.keep (its `Rows`) through the
+    persistence object's own record API. That API is private to the pinned Snakemake (9.27.1:
+    DbPersistence._get_key, _read_record, _write_record, _delete_record); this class is the one place using it."""
+
+    def __init__(self, persistence):
+        self.persistence = persistence
+        # the database without its password (a URL may carry one), and the namespace of this working directory
+        self.where = (f"{persistence.engine.url.render_as_string(hide_password=True)} "
+                      f"(namespace {persistence.namespace})")
+
+    def key(self, output) -> str:
+        return self.persistence._get_key(output)
+
+    def read(self, key: str) -> dict | None:
+        row = self.persistence._read_record(key)
+        return None if row is None else row.model_dump(mode="json")
+
+    def write(self, key: str, row: dict | None) -> None:
+        from snakemake.persistence import MetadataRecord
+
+        if row is None:
+            self.persistence._delete_record(key)
+        else:
+            self.persistence._write_record(key, MetadataRecord.model_validate(row))
 
 
 def check_model_set(model_set: str, workdir: Path | None = None) -> None:
