@@ -51,8 +51,9 @@ if workflow.is_main_process:
     for _line in overridden(workflow.config_settings.configfiles, workflow.config_settings.config):
         print(f"fourloops: note: {_line}", file=sys.stderr)
 
-# Jobs read the top-level invocation from here for their provenance (secrets redacted).
-os.environ.setdefault("FOURLOOPS_INVOCATION", provenance.redact(" ".join(sys.argv)))
+# Jobs read the top-level invocation from here for their provenance (secrets redacted, a db URL's password masked).
+os.environ.setdefault("FOURLOOPS_INVOCATION", provenance.redact(
+    smk.invocation(sys.argv, workflow.workflow_settings.persistence_backend_db_url)))
 os.environ.setdefault("FOURLOOPS_REPO", str(workflow.basedir))
 # The gate's nested dry-run (fourloops.gate.staleness) reads the metadata where this run keeps it (--persistence-backend;
 # the file backend, Snakemake's default, needs nothing, and imports nothing at parse)

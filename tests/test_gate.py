@@ -274,6 +274,19 @@ def test_rule6_reads_the_metadata_of_a_run_under_the_database_backend(tmp_path, 
     assert "params" in (judged["results/table.csv"] or "up to date")
 
 
+def test_the_recorded_invocation_masks_the_password_of_the_db_url():
+    """The run's db URL (which the gate's dry-run is given) may carry a password: the invocation the jobs record for
+    provenance shows it as ***."""
+    from fourloops.smk import invocation
+
+    url = "postgresql://fourloops:s3cret-pw@db.lab:5432/meta"
+    argv = ["snakemake", "--persistence-backend", "db", "--persistence-backend-db-url", url, "results/ladder.csv"]
+    line = invocation(argv, url)
+    assert "s3cret-pw" not in line and "postgresql://fourloops:***@db.lab:5432/meta results/ladder.csv" in line
+    given_with_equals = invocation([*argv[:4], f"--persistence-backend-db-url={url}"], url)
+    assert given_with_equals.endswith("--persistence-backend-db-url=postgresql://fourloops:***@db.lab:5432/meta")
+
+
 # --------------------------------------------------------------------------- rule 7: dirty tree
 def test_rule7_dirty_tree_is_refused_unless_allowed_and_then_the_manifest_says_dirty(work):
     work.chain("results/ladder.csv")

@@ -799,6 +799,22 @@ class DatabaseRecords:
             self.persistence._write_record(key, MetadataRecord.model_validate(row))
 
 
+def invocation(argv: list[str], db_url: str | None) -> str:
+    """The command line the jobs record for provenance (rules/common.smk redacts the secrets in it), with the password
+    of a --persistence-backend-db-url shown as *** (SQLAlchemy's rendering; a URL it cannot read is left out)."""
+    line = " ".join(argv)
+    if db_url and db_url in line:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            shown = make_url(db_url).render_as_string(hide_password=True)
+        except ArgumentError:
+            shown = "<persistence-backend-db-url>"
+        line = line.replace(db_url, shown)
+    return line
+
+
 def check_model_set(model_set: str, workdir: Path | None = None) -> None:
     """A working directory holds one model set: smoke outputs never mix with real ones. (A `--config` on
     the command line replaces a profile's `config:` list, so `--workflow-profile profiles/smoke --config x=1`
