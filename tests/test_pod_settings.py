@@ -113,7 +113,7 @@ def _drop_pod(d):
     (_pod("gpu_classes", []), "pod.gpu_classes = []: not allowed; allowed: a non-empty value"),
     (_pod("gpu_classes", ["NVIDIA A40"]), "pod.gpu_classes[0] = 'NVIDIA A40': not allowed; allowed: a mapping"),
     (_pod("runpod", ["x"]), "pod.runpod = ['x']: not allowed; allowed: a mapping"),
-    (_drop_pod, "the key 'pod' is missing; allowed: a mapping with the keys ['desk', 'pod']"),
+    (_drop_pod, "the key 'pod' is missing; allowed: a mapping with the keys ['pod']"),
 ], ids=lambda v: v if isinstance(v, str) and len(v) < 40 else None)
 def test_bad_machines_yaml_is_refused_naming_the_key(tmp_path, edit, expect):
     path = _machines_file(tmp_path, edit)

@@ -150,7 +150,7 @@ def repo_copy(slurm, tmp_path_factory):
     table = yaml.safe_load(path.read_text())
     ram = round(slurm.mem_mb / 1024, 2)
     table["cluster"] = {
-        "description": f"one-node test cluster on {slurm.host}", "os": "linux", "arch": "x86_64",
+        "description": f"one-node test cluster on {slurm.host}", "submit_host": "desk", "os": "linux", "arch": "x86_64",
         "busy_card_limit_gib": 2.0,
         "slurm": {"gpu_request": "gpu", "default_partition": "cpu", "partitions": {
             "cpu": {"ram_gib": ram, "time_limit_min": 60},

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from conftest import REPO
 from fourloops import machines, refusal, slurm, walls
 from fourloops.asks import Ask
@@ -43,3 +45,38 @@ def test_the_card_is_asked_the_way_the_cluster_understands_never_gpu_and_gres_to
         assert not {"gpu", "gres"} <= set(got)
     cpu = next(p for p in machines.cluster(TABLE, "cluster").partitions if p.name == "cpu")
     assert slurm.request(Ask.of(0.0, 2.0), cpu, machines.cluster(TABLE, "cluster")) == {"slurm_partition": "cpu"}
+
+
+def renamed(tmp_path, submit_host="workstation"):
+    """config/machines.yaml with its desk renamed, as its header invites, and the cluster's submit_host set."""
+    text = (REPO / "config" / "machines.yaml").read_text().replace("\ndesk:\n", "\nworkstation:\n")
+    text = text.replace("  submit_host: desk ", f"  submit_host: {submit_host} ")
+    path = tmp_path / "machines.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_renamed_desk_runs_the_clusters_local_rules_and_a_runpod_runs_rest_where_submit_host_says(tmp_path):
+    """The machine a cluster's local rules run on was the literal name "desk" (and the schema required a `desk`):
+    a renamed one refused every machines file, and past the schema every SLURM run ("machine = 'desk' is not in
+    config/machines.yaml"). It is the cluster's submit_host."""
+    from types import SimpleNamespace
+
+    from fourloops import smk
+
+    table = machines.load(renamed(tmp_path))
+    placed = slurm.place([job("cpu_job"), job("usb", 0.0, devices=("hailo_usb",))], table, "cluster")
+    assert placed.where == {"results/cpu_job": "partition cpu", "results/usb": "here (workstation)"}
+    assert placed.verdict.ok and placed.here.devices == ("cuda", "hailo_usb")
+    # a RunPod run whose config machine is the cluster runs what it does not rent out on the submit host
+    view = SimpleNamespace(machines=table, target=None, config={"machine": "cluster"}, executor=lambda: "runpod")
+    assert smk.Workflow.here(view) == "workstation"
+
+
+@pytest.mark.parametrize("value", ["nowhere", "cluster", "container"])
+def test_a_submit_host_that_is_no_single_machine_of_the_file_is_refused_naming_key_value_and_allowed(tmp_path, value):
+    path = renamed(tmp_path, value)
+    with pytest.raises(machines.MachinesError) as err:
+        machines.load(path)
+    assert (f"{path}: cluster.submit_host = {value!r}: not a machine of this file; allowed: one of "
+            "['workstation', 'pod', 'h200']") in str(err.value), str(err.value)

@@ -60,8 +60,8 @@ def load(path: str | Path | None = None) -> dict:
         raise MachinesError(str(err)) from None
     hosts = names(data)
     problems = [
-        f"{path}: {name}.host = {raw['host']!r}: not a machine of this file; allowed: one of {hosts}"
-        for name, raw in data.items() if "host" in raw and raw["host"] not in hosts
+        f"{path}: {name}.{key} = {raw[key]!r}: not a machine of this file; allowed: one of {hosts}"
+        for name, raw in data.items() for key in ("host", "submit_host") if key in raw and raw[key] not in hosts
     ]
     if problems:
         raise MachinesError(f"{path}: invalid machines file (nothing was run or written):\n  " + "\n  ".join(problems))
@@ -150,6 +150,7 @@ class Cluster:
     gpu_request: str  # gpu | gres | constraint
     default_partition: str | None
     partitions: tuple[Partition, ...]
+    submit_host: str  # the machine of the file Snakemake runs on and submits from: its local rules run there
 
     def label(self) -> str:
         return f"cluster {self.name} (partitions {', '.join(p.name for p in self.partitions)})"
@@ -180,7 +181,7 @@ def cluster(table: dict, name: str) -> Cluster:
         if missing:
             raise MachinesError(f"{name}.slurm.gpu_request = 'constraint', but partition(s) {missing} name no "
                                 "gpu.constraint; allowed: a node feature per GPU partition (sinfo %f)")
-    return Cluster(name, raw["description"], slurm["gpu_request"], default, tuple(parts))
+    return Cluster(name, raw["description"], slurm["gpu_request"], default, tuple(parts), raw["submit_host"])
 
 
 def card_capacity_mb(m: Machine) -> int:

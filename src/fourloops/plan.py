@@ -115,7 +115,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
     placement = verdict.placement  # profile tag -> machine (a pod job on the pod under the RunPod executor)
     gates = _gate_jobs(view, dag)
     for pending in gates:  # a local rule: it runs where Snakemake runs (under SLURM on this machine, no sbatch)
-        on = placed.desk if placed else walls.target_for(pending, table, machine_name, placement)
+        on = placed.here if placed else walls.target_for(pending, table, machine_name, placement)
         verdict.checked.append((pending, walls.check_job(pending, on)))
         if placed:
             placed.where[pending.output] = f"here ({on.name})" if all(r.ok for r in verdict.checked[-1][1]) else "refused"
@@ -376,6 +376,7 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
 
     def execute_workflow(self, *args, **kwargs):
         result["executor"] = kwargs.get("executor", args[0] if args else "local")
+        result["workflow"] = self.workflow_api._workflow
         return real_execute(self, *args, **kwargs)
 
     smk_workflow.JobScheduler = _Stop
@@ -426,7 +427,11 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
             sys.stderr.write(log[-8000:])
             raise SystemExit(code)
     if "plan" not in result:  # nothing to be done: Snakemake returned before scheduling
-        result["plan"] = {"machine": machine_name or "desk", "ok": True, "jobs": [], "totals": {}, "refusals": "",
+        if machine_name is None and "workflow" in result:  # the run's config machine (machines.yaml may rename desk)
+            from fourloops.smk import workflow_of
+
+            machine_name = workflow_of(result["workflow"]).config["machine"]
+        result["plan"] = {"machine": machine_name, "ok": True, "jobs": [], "totals": {}, "refusals": "",
                           "pod_bill": None}
     result["plan"]["locked"] = locked
     return result["plan"]

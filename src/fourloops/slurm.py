@@ -4,7 +4,8 @@ config/machines.yaml describes the cluster (`slurm:` partitions, their cards, RA
 the cluster asks for a card). Every pending job is checked against the partitions before anything is
 submitted (fourloops.smk.Workflow.check_walls); the same choice becomes the job's `slurm_partition` and
 gpu/gres/constraint resources (fourloops.smk.Workflow.resources), so what was checked is what is asked.
-A job asking a device no partition has but this machine (the desk) has runs here, as a local rule.
+A job asking a device no partition has but this machine (the cluster's `submit_host`, the desk) has runs here, as a
+local rule.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class Placed:
     """Where each pending job goes: a partition, here (a local rule), or nowhere (refused)."""
 
     cluster: Cluster
-    desk: Machine
+    here: Machine  # the cluster's submit_host: where its local rules run
     where: dict  # job output -> "partition <name>" | "here (<machine>)" | "refused"
     verdict: walls.Verdict
 
@@ -77,19 +78,17 @@ class Placed:
         return {j.rule for j, _ in self.verdict.checked if self.where[j.output].startswith("here")}
 
 
-HERE = "desk"  # the machine a cluster's local rules run on: the one Snakemake runs on
-
-
-def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str, desk_name: str = HERE) -> Placed:
-    """Every pending job against the cluster's partitions (a desk-device job against the desk). A refused
-    job's rows are those of the partition it came closest to (fewest refused walls, then the largest)."""
+def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str) -> Placed:
+    """Every pending job against the cluster's partitions (a desk-device job against the machine
+    Snakemake runs on, the cluster's submit_host). A refused job's rows are those of the partition it came closest
+    to (fewest refused walls, then the largest)."""
     c = cluster(table, cluster_name)
-    desk = machine(table, desk_name)
+    here = machine(table, c.submit_host)
     where, checked = {}, []
     for job in jobs:
         if runs_here(job, c):
-            found = walls.check_job(job, desk)
-            where[job.output] = f"here ({desk.name})" if all(r.ok for r in found) else "refused"
+            found = walls.check_job(job, here)
+            where[job.output] = f"here ({here.name})" if all(r.ok for r in found) else "refused"
             checked.append((job, found))
             continue
         p = partition_for(job, c)
@@ -102,6 +101,6 @@ def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str, desk_nam
         checked.append((job, rows(job, closest)))
     as_machine = Machine(name=c.name, description=c.description + "; no partition fits", os="", arch="",
                          busy_card_limit_gib=0.0)
-    placed = Placed(c, desk, where, walls.Verdict(as_machine, checked))
+    placed = Placed(c, here, where, walls.Verdict(as_machine, checked))
     placed.verdict.placed = placed  # how smk and the plan tell a cluster's verdict from a machine's
     return placed

@@ -417,12 +417,10 @@ class Workflow:
     def here(self, name: str | None = None) -> str:
         """The machine the jobs the executor does not move run on: `name`, the target, or config machine. The RunPod
         executor submits nothing to SLURM: its local rules run on this machine, which a cluster there means as the
-        SLURM executor's local rules do (fourloops.slurm.place: the desk)."""
+        SLURM executor's local rules do (fourloops.slurm.place: the cluster's submit_host)."""
         name = name or self.target or self.config["machine"]
         if self.executor() == "runpod" and name in machines.clusters(self.machines):
-            from fourloops import slurm
-
-            return slurm.HERE
+            return machines.cluster(self.machines, name).submit_host
         return name
 
     def point_jobs_here(self, environ=os.environ) -> None:
