@@ -245,6 +245,35 @@ def test_plan_of_the_publication_gate_says_it_runs_and_what_it_would_refuse(tmp_
     assert plan(tmp_path, "results/render/az000.png")["gate"] is None  # no gate in that run
 
 
+def test_the_runs_own_wall_check_sees_the_publication_gate_as_the_plan_does():
+    """The gate's job has no files (a script): the plan checked and placed it, but the real run's check
+    (Workflow.pending, onstart) skipped every job without outputs, the gate's with the target rules'. Now one pending
+    list serves both; the target rules (no work of their own) stay out, and under SLURM the gate, a local rule, is
+    judged on the submitting machine."""
+    from types import SimpleNamespace
+
+    from fourloops import machines, slurm, smk
+    from fourloops.asks import Ask
+
+    def job(rule, *output, norun=False):
+        return SimpleNamespace(rule=SimpleNamespace(name=rule, output=list(output), norun=norun), output=list(output),
+                               wildcards={})
+
+    dag = SimpleNamespace(needrun_jobs=lambda: [job("publish"), job("all", norun=True),
+                                                job("render", "results/render/az000.png")])
+    view = SimpleNamespace(profile=lambda rule, wc: "desk", ask=lambda rule, wc: Ask.of(0.0, 1.0),
+                           params=lambda rule, wc: {"rule": rule}, placed_on=lambda rule, wc: "desk",
+                           ask_context=lambda name: name, wf=SimpleNamespace(_localrules={"publish"}))
+    view.local_rules = lambda: smk.Workflow.local_rules(view)
+    pending = smk.Workflow.pending(view, dag)
+    assert [(j.rule, j.output, j.local, j.params) for j in pending] == [
+        ("publish", "publish", True, {"rule": "publish"}),
+        ("render", "results/render/az000.png", False, {"rule": "render"})]
+    placed = slurm.place(pending, machines.load(REPO / "config" / "machines.yaml"), "cluster")
+    assert placed.where == {"publish": "here (desk)", "results/render/az000.png": "partition cpu"}
+    assert placed.local_rules == {"publish"}
+
+
 def test_an_invalid_config_value_plans_nothing_with_exit_2_naming_key_value_and_allowed(tmp_path):
     """As the plan's own checks of --configfile and --machine (exit 2, `nothing was planned`): the workflow's
     refusal of a --config value was Snakemake's exit 1 with its log and traceback line around it."""

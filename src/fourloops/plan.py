@@ -113,12 +113,6 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
     placed = getattr(verdict, "placed", None)  # a SLURM cluster: the partition per job
     table = view.machines
     placement = verdict.placement  # profile tag -> machine (a pod job on the pod under the RunPod executor)
-    gates = _gate_jobs(view, dag)
-    for pending in gates:  # a local rule: it runs where Snakemake runs (under SLURM on this machine, no sbatch)
-        on = placed.here if placed else walls.target_for(pending, table, machine_name, placement)
-        verdict.checked.append((pending, walls.check_job(pending, on)))
-        if placed:
-            placed.where[pending.output] = f"here ({on.name})" if all(r.ok for r in verdict.checked[-1][1]) else "refused"
     jobs = {id(j): j for j in dag.needrun_jobs()}
     by_output = {}
     for j in jobs.values():
@@ -175,25 +169,9 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         "refusals": ((refusal.cluster_report(placed, table) if placed else refusal.report(verdict, table, found))
                      if not verdict.ok else ""),
         "config_problems": view.config_problems(dag),  # a run refuses these before any job, wherever it runs
-        "gate": next((stage_for(g.rule).preview(g.params, Path.cwd()) for g in gates
+        "gate": next((stage_for(g.rule).preview(g.params, Path.cwd()) for g, _ in verdict.checked
                       if stage_for(g.rule).preview is not None), None),
     }
-
-
-def _gate_jobs(view, dag) -> list[walls.PendingJob]:
-    """Pending jobs without output files that still do work (the publication gate: a script, no files, so always
-    run; its stage's `preview` says what it would judge): the wall check's pending jobs are those with outputs, and
-    target rules (all, probe) do nothing. Keyed by the rule's name, as the plan keys a job without output."""
-    out = []
-    for job in dag.needrun_jobs():
-        if job.rule.output or job.rule.norun:
-            continue
-        wc = dict(job.wildcards.items())
-        out.append(walls.PendingJob(
-            rule=job.rule.name, output=job.rule.name, profile=view.profile(job.rule.name, wc),
-            ask=view.ask(job.rule.name, wc), wildcards=wc, params=view.params(job.rule.name, wc),
-            context=view.ask_context(view.placed_on(job.rule.name, wc))))
-    return out
 
 
 def _runs_on(where: str) -> str:

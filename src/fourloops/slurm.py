@@ -5,7 +5,7 @@ the cluster asks for a card). Every pending job is checked against the partition
 submitted (fourloops.smk.Workflow.check_walls); the same choice becomes the job's `slurm_partition` and
 gpu/gres/constraint resources (fourloops.smk.Workflow.resources), so what was checked is what is asked.
 A job asking a device no partition has but this machine (the cluster's `submit_host`, the desk) has runs here, as a
-local rule.
+local rule, and so does a rule the workflow declares local (the publication gate).
 """
 
 from __future__ import annotations
@@ -79,14 +79,14 @@ class Placed:
 
 
 def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str) -> Placed:
-    """Every pending job against the cluster's partitions (a desk-device job against the machine
+    """Every pending job against the cluster's partitions (a desk-device job and a local rule against the machine
     Snakemake runs on, the cluster's submit_host). A refused job's rows are those of the partition it came closest
     to (fewest refused walls, then the largest)."""
     c = cluster(table, cluster_name)
     here = machine(table, c.submit_host)
     where, checked = {}, []
     for job in jobs:
-        if runs_here(job, c):
+        if job.local or runs_here(job, c):
             found = walls.check_job(job, here)
             where[job.output] = f"here ({here.name})" if all(r.ok for r in found) else "refused"
             checked.append((job, found))

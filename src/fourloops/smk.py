@@ -538,7 +538,7 @@ class Workflow:
             c = machines.cluster(self.machines, self.slurm_cluster())
             job = walls.PendingJob(rulename, "", self.profile(rulename, wildcards), self.ask(rulename, wildcards),
                                    wildcards)
-            p = None if slurm.runs_here(job, c) else slurm.partition_for(job, c)
+            p = None if rulename in self.local_rules() or slurm.runs_here(job, c) else slurm.partition_for(job, c)
             self._slurm[key] = None if p is None else slurm.request(job.ask, p, c)
         return self._slurm[key]
 
@@ -549,17 +549,27 @@ class Workflow:
         return self.planned_executor or getattr(self.wf.executor_plugin, "name", None)
 
     def pending(self, dag) -> list[walls.PendingJob]:
+        """The jobs the run would execute, as the wall check and `fourloops plan` judge them: every pending job with
+        work of its own, the publication gate's too (a script and no files: keyed by its rule's name); target rules
+        (all, probe) have none."""
+        local = self.local_rules()
         out = []
         for job in dag.needrun_jobs():
-            if not job.rule.output:  # target rules (all, probe): no work of their own
+            if not job.rule.output and job.rule.norun:
                 continue
             wc = dict(job.wildcards.items())
             out.append(walls.PendingJob(
-                rule=job.rule.name, output=str(job.output[0]), profile=self.profile(job.rule.name, wc),
-                ask=self.ask(job.rule.name, wc), wildcards=wc, params=self.params(job.rule.name, wc),
-                context=self.ask_context(self.placed_on(job.rule.name, wc)),
+                rule=job.rule.name, output=str(job.output[0]) if job.rule.output else job.rule.name,
+                profile=self.profile(job.rule.name, wc), ask=self.ask(job.rule.name, wc), wildcards=wc,
+                params=self.params(job.rule.name, wc), context=self.ask_context(self.placed_on(job.rule.name, wc)),
+                local=job.rule.name in local,
             ))
         return out
+
+    def local_rules(self) -> set[str]:
+        """The rules the workflow declares local (`localrule: True`: the publication gate). Snakemake's own is_local
+        holds every rule under a local executor, a dry-run's included, so the plan of a SLURM run could not ask it."""
+        return set(getattr(self.wf, "_localrules", ()))
 
     def provided_vram_mb(self) -> int | None:
         provided = machines.resource_value(self.wf.global_resources, "vram_mb")

@@ -41,6 +41,7 @@ class PendingJob:
     # job was made by hand and only where it runs can be re-checked
     params: dict | None = None
     context: AskContext | None = None
+    local: bool = False  # a rule the workflow declares local (the publication gate): under SLURM it runs where Snakemake does
 
 
 @dataclass(frozen=True)
