@@ -90,16 +90,16 @@ def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
     # the RunPod run from this machine: only its pod jobs go to the pod and are priced; the rest run here
     assert {j["machine"] for j in p["jobs"] if j["rule"] != "generate"} == {"desk"}
     assert not any(j["cost_usd"] for j in p["jobs"] if j["rule"] != "generate")
-    assert p["totals"]["pod"]["cost_usd"] > 0 and p["totals"]["pod"]["jobs"] == 4
+    assert p["totals"]["pod (rented)"]["cost_usd"] > 0 and p["totals"]["pod (rented)"]["jobs"] == 4
     assert (p["machine"], p["executor"]) == ("desk", "runpod")  # the run profiles/pod makes, whatever the profile
     # the whole bill: the pod's fixed costs (config/pod_life.yaml) and transfers on top of the jobs' seconds
     bill = p["pod_bill"]
-    assert bill["gpu_s"] == p["totals"]["pod"]["seconds"]
+    assert bill["gpu_s"] == p["totals"]["pod (rented)"]["seconds"]
     assert bill["idle_s"]["pull"] > 0 and bill["idle_s"]["setup"] > 0 and bill["idle_s"]["teardown"] > 0
     # each figure is rounded to 0.1 s on its own, so their sum may differ from the rounded bill by that much each
     assert bill["billed_s"] == pytest.approx(bill["gpu_s"] + sum(bill["idle_s"].values()), abs=0.05 * 8)
     assert bill["billed_s"] > bill["floor_s"] > bill["gpu_s"]
-    assert bill["cost_usd"] > p["totals"]["pod"]["cost_usd"] and set(bill["order"]) == {j["output"] for j in gen}
+    assert bill["cost_usd"] > p["totals"]["pod (rented)"]["cost_usd"] and set(bill["order"]) == {j["output"] for j in gen}
     # the generator as a directory of this machine, its hub commit left in the config: the loader refuses the
     # revision, and a pod has none of this machine's files; the plan names both, as a run would before any pod
     local = tmp_path / "omnigen2"
@@ -262,8 +262,8 @@ def test_the_runs_own_wall_check_sees_the_publication_gate_as_the_plan_does():
     dag = SimpleNamespace(needrun_jobs=lambda: [job("publish"), job("all", norun=True),
                                                 job("render", "results/render/az000.png")])
     view = SimpleNamespace(profile=lambda rule, wc: "desk", ask=lambda rule, wc: Ask.of(0.0, 1.0),
-                           params=lambda rule, wc: {"rule": rule}, placed_on=lambda rule, wc: "desk",
-                           ask_context=lambda name: name, wf=SimpleNamespace(_localrules={"publish"}))
+                           params=lambda rule, wc: {"rule": rule}, context_for=lambda rule, wc: None,
+                           wf=SimpleNamespace(_localrules={"publish"}))
     view.local_rules = lambda: smk.Workflow.local_rules(view)
     pending = smk.Workflow.pending(view, dag)
     assert [(j.rule, j.output, j.local, j.params) for j in pending] == [
@@ -310,7 +310,7 @@ def test_a_runpod_run_with_a_cluster_as_config_machine_rents_pods_and_runs_the_r
     where = {(j["rule"], j["machine"], j["partition"], j["rented"]) for j in p["jobs"]}
     assert where == {("generate", "pod", "", True), ("render", "desk", "", False),
                      ("smoke_generator", "desk", "", False)}, where
-    assert p["machine"] == "desk" and p["executor"] == "runpod" and set(p["totals"]) == {"desk", "pod"}
+    assert p["machine"] == "desk" and p["executor"] == "runpod" and set(p["totals"]) == {"desk", "pod (rented)"}
     gen = next(j for j in p["jobs"] if j["rule"] == "generate")
     assert gen["cost_usd"] > 0 and p["pod_bill"]["order"] == [gen["output"]]
 
@@ -358,3 +358,36 @@ def test_the_jobs_a_runpod_run_starts_here_take_this_machines_allocator_and_guar
     smk.Workflow.point_jobs_here(SimpleNamespace(config={"machine": "desk"}, machines=table, here=lambda: "desk"),
                                  untouched)
     assert untouched == {}
+
+
+def test_a_runpod_run_on_a_pod_tells_the_jobs_it_rents_a_pod_for_from_those_it_starts_itself(tmp_path):
+    """Config machine pod under the RunPod executor: Snakemake runs on a pod and rents more for the pod jobs, one
+    machine name for both. The ask context was one per name, so the jobs started on the pod itself took the pod's
+    allocator, not the user's own variable, and the plan totalled both under "pod". Now the jobs this Snakemake
+    starts take the user's variable, the rented ones the pod's (the executor sets it there), and the rented pod has
+    its own total, which the pod bill's GPU-busy is."""
+
+    def plan_on_pod(**env: str) -> dict:
+        environ = snakemake_env(**env)
+        environ.pop("FOURLOOPS_ALLOC_CONF_FROM", None)
+        if not env:
+            environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        cmd = [FOURLOOPS, "plan", "--json", "--workflow-profile", str(REPO / "profiles" / "pod"), "--directory",
+               str(tmp_path), "--configfile", pinned(tmp_path), "--config", "machine=pod", "model_set=real", "--",
+               "results/ladder.csv"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, cwd=tmp_path, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout)
+
+    plain, own = plan_on_pod(), plan_on_pod(PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
+    for p in (plain, own):
+        assert (p["machine"], p["executor"], set(p["totals"])) == ("pod", "runpod", {"pod", "pod (rented)"})
+        assert {(j["machine"], j["rented"]) for j in p["jobs"]} == {("pod", False), ("pod", True)}
+        assert p["totals"]["pod (rented)"]["jobs"] == 4 and p["pod_bill"]["gpu_s"] == p["totals"]["pod (rented)"]["seconds"]
+
+    def vram(p: dict, rented: bool) -> dict:
+        return {j["output"]: j["vram_gib"] for j in p["jobs"] if j["rented"] == rented and j["vram_gib"]}
+
+    assert vram(own, True) == vram(plain, True)  # the rented pod's allocator whatever this environment says
+    assert vram(own, False) and all(vram(own, False)[o] != v for o, v in vram(plain, False).items())
+    assert own["pod_bill"] == plain["pod_bill"]

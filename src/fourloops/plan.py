@@ -148,7 +148,8 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
             levers=found[(pending.rule, tuple(checks))].as_dict() if (pending.rule, tuple(checks)) in found else None,
             rented=rented,
         ))
-        t = totals.setdefault(runs_on, {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
+        # a rented pod is not the pod a run on one starts its own jobs on (config machine pod): a total of its own
+        t = totals.setdefault(_rented(runs_on) if rented else runs_on, {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
         t["jobs"] += 1
         t["seconds"] += secs
         t["cost_usd"] += cost
@@ -172,6 +173,11 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
         "gate": next((stage_for(g.rule).preview(g.params, Path.cwd()) for g, _ in verdict.checked
                       if stage_for(g.rule).preview is not None), None),
     }
+
+
+def _rented(where: str) -> str:
+    """A machine the RunPod executor rents, as the plan names it (its rows' `runs on`, its totals)."""
+    return f"{where} (rented)"
 
 
 def _runs_on(where: str) -> str:
@@ -250,8 +256,12 @@ def format_plan(plan: dict) -> str:
     if not plan["jobs"]:
         return f"plan on {plan['machine']}: nothing to be done"
     head = ("rule", "output", "profile", "runs on", "walls there", "time", "cost", "why")
-    rows = [(j["rule"], j["output"], j["profile"], j.get("partition") or j.get("machine", ""), _verdict(j), _hms(j["seconds"]),
-             _usd(j["cost_usd"]), j["why"]) for j in plan["jobs"]]
+
+    def runs_on(j: dict) -> str:
+        return j.get("partition") or (_rented(j["machine"]) if j.get("rented") else j.get("machine", ""))
+
+    rows = [(j["rule"], j["output"], j["profile"], runs_on(j), _verdict(j), _hms(j["seconds"]), _usd(j["cost_usd"]),
+             j["why"]) for j in plan["jobs"]]
     executor = plan.get("executor")
     lines = [f"plan of a run on {plan['machine']}" + (f" under the {executor} executor" if executor in (
         "runpod", "slurm") else "") + ":", format_table(head, rows), "", "totals per machine:"]

@@ -62,7 +62,7 @@ class Workflow:
         self.records = records.index(Path.cwd())
         self.measured = asks.Measurements.load(Path.cwd(), measured_key, index=self.records)
         self._asks: dict = {}
-        self._ask_contexts: dict[str, AskContext] = {}
+        self._ask_contexts: dict[tuple[str, bool], AskContext] = {}
         self._placements: dict = {}
         self._params: dict = {}
         self._lineage: dict = {}
@@ -433,33 +433,39 @@ class Workflow:
             environ[card.MACHINE_ENV] = here
             card.set_allocator_env(here, self.machines, environ)
 
+    def rented(self, rulename: str, wildcards: dict) -> bool:
+        """The executor moves the job to a machine it rents (a pod job under the RunPod executor), not to a machine
+        this Snakemake starts jobs on: a run on the pod itself (config machine pod) has both on a machine of one
+        name."""
+        return self.executor() == "runpod" and self.profile(rulename, wildcards) in self.placement()
+
+    def context_for(self, rulename: str, wildcards: dict) -> AskContext:
+        """The ask context of one job: the machine it is placed on, rented or started by this Snakemake."""
+        return self.ask_context(self.placed_on(rulename, wildcards), self.rented(rulename, wildcards))
+
     def ask(self, rulename: str, wildcards: dict) -> asks.Ask:
-        on = self.placed_on(rulename, wildcards)
-        key = (on, rulename, tuple(sorted(wildcards.items())))
+        ctx = self.context_for(rulename, wildcards)
+        key = (ctx.machine, ctx.rented, rulename, tuple(sorted(wildcards.items())))
         if key not in self._asks:
-            ctx = self.ask_context(on)
             self._asks[key] = self.stage(rulename).ask_for(ctx, wildcards, self.params(rulename, wildcards))
         return self._asks[key]
 
-    def ask_context(self, name: str | None = None) -> AskContext:
+    def ask_context(self, name: str | None = None, rented: bool = False) -> AskContext:
         """What the asks on machine `name` (default: the target) consult: the model facts as its torch allocator
-        makes them (machines.yaml `cuda_allocator`; for jobs this Snakemake starts itself, here or through SLURM,
-        which passes the environment on, torch's variable as the environment holds it: a user's own setting stands
-        over the machine's, rules/common.smk; a pod's jobs take the pod's, which the RunPod executor sets), its
-        measurements, its name; made once per machine."""
+        makes them (machines.yaml `cuda_allocator`; for jobs this Snakemake starts itself, here, through SLURM,
+        which passes the environment on, or on the pod it runs on, torch's variable as the environment holds it: a
+        user's own setting stands over the machine's, rules/common.smk; a `rented` pod's jobs take the pod's, which
+        the RunPod executor sets), its measurements, its name; made once per machine and kind."""
         name = self.here(name)
-        if name not in self._ask_contexts:
+        if (name, rented) not in self._ask_contexts:
             allocator = machines.allocator(self.machines, name)
-            # the jobs this Snakemake starts (here, or through SLURM) take the user's own variable; those the RunPod
-            # executor moves to a rented pod the pod's
-            rented = self.executor() == "runpod" and name in set(self.placement().values())
-            if not rented and "runpod" not in (self.machines.get(name) or {}):
+            if not rented:
                 allocator = card.own_allocator() or allocator
             facts = asks.for_allocator(self.facts, allocator)
             # a measurement made under another allocator is a floor for the job's estimate (asks.Measurements)
-            self._ask_contexts[name] = AskContext(facts, dataclasses.replace(self.measured, allocator=allocator),
-                                                  name)
-        return self._ask_contexts[name]
+            self._ask_contexts[(name, rented)] = AskContext(
+                facts, dataclasses.replace(self.measured, allocator=allocator), name, rented)
+        return self._ask_contexts[(name, rented)]
 
     def set_target(self, machine_name: str) -> None:
         """Judge the asks for `machine_name` (its own probes first), whatever the run's config machine says."""
@@ -561,7 +567,7 @@ class Workflow:
             out.append(walls.PendingJob(
                 rule=job.rule.name, output=str(job.output[0]) if job.rule.output else job.rule.name,
                 profile=self.profile(job.rule.name, wc), ask=self.ask(job.rule.name, wc), wildcards=wc,
-                params=self.params(job.rule.name, wc), context=self.ask_context(self.placed_on(job.rule.name, wc)),
+                params=self.params(job.rule.name, wc), context=self.context_for(job.rule.name, wc),
                 local=job.rule.name in local,
             ))
         return out

@@ -37,6 +37,7 @@ class AskContext:
     facts: dict
     measured: "Measurements | None" = None
     machine: str = "desk"
+    rented: bool = False  # a machine the executor rents (the RunPod executor's pod), not one Snakemake starts jobs on
 
 
 @dataclass(frozen=True)
