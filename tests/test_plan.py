@@ -274,6 +274,43 @@ def test_the_runs_own_wall_check_sees_the_publication_gate_as_the_plan_does():
     assert placed.local_rules == {"publish"}
 
 
+def test_the_runs_local_checks_take_the_publication_gates_job_as_its_wall_check_does(tmp_path, monkeypatch):
+    """The disk-space and preflight checks before a run (Workflow.local_jobs) skipped every job without outputs, so
+    the gate's job, which the wall check judges (pending), was never checked for room for its log under
+    logs/publish/. Now both take the jobs with work of their own: a gate whose last log took more than the disk has
+    is named before any job; target rules (all) stay out, a rented pod's job meets its needs on the pod, and under
+    SLURM the gate, a local rule, stays on this machine while a partition job meets its needs on the node."""
+    from types import SimpleNamespace
+
+    from fourloops import machines, smk
+    from fourloops.asks import Ask
+
+    def job(rule, *output, log=(), norun=False):
+        return SimpleNamespace(rule=SimpleNamespace(name=rule, output=list(output), norun=norun), output=list(output),
+                               log=list(log), benchmark=None, wildcards={})
+
+    gate = job("publish", log=["logs/publish/publish.log"])
+    render, generate = job("render", "results/render/az000.png"), job("generate", "results/generate/A/az000.png")
+    dag = SimpleNamespace(needrun_jobs=lambda: [gate, job("all", norun=True), render, generate])
+    huge = {"path": "logs/publish/publish.log", "bytes": 2**60}  # what its record says the gate's log took last time
+
+    def view(executor):
+        v = smk.Workflow.__new__(smk.Workflow)  # the real methods; the rules' own profile, ask and params stand in
+        v.__dict__.update(
+            wf=SimpleNamespace(_localrules={"publish"}, executor_plugin=None), config={"machine": "desk"},
+            machines=machines.load(REPO / "config" / "machines.yaml"), target=None, planned_executor=executor,
+            _placements={}, records=SimpleNamespace(records=[SimpleNamespace(entries=lambda kind: [huge])]),
+            profile=lambda rule, wc: "pod" if rule == "generate" else "desk", ask=lambda rule, wc: Ask.of(0.0, 1.0),
+            params=lambda rule, wc: {}, context_for=lambda rule, wc: None)
+        return v
+
+    assert smk.Workflow.local_jobs(view("runpod"), dag) == [gate, render]
+    assert smk.Workflow.local_jobs(view("slurm"), dag) == [gate]
+    monkeypatch.chdir(tmp_path)
+    (problem,) = smk.Workflow.space_problems(view(None), dag)
+    assert problem.startswith(".: no room:") and "took 1073741824.0 GiB last time" in problem, problem
+
+
 def test_an_invalid_config_value_plans_nothing_with_exit_2_naming_key_value_and_allowed(tmp_path):
     """As the plan's own checks of --configfile and --machine (exit 2, `nothing was planned`): the workflow's
     refusal of a --config value was Snakemake's exit 1 with its log and traceback line around it."""

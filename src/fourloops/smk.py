@@ -45,6 +45,17 @@ def _digest(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def has_work(job) -> bool:
+    """A pending job with work of its own: files to make, or a rule that runs (the publication gate: a script and
+    no files); target rules (all, probe) have neither."""
+    return bool(job.rule.output) or not job.rule.norun
+
+
+def job_key(job) -> str:
+    """How the wall check keys a job (walls.PendingJob.output): its first output, or its rule's name (no files)."""
+    return str(job.output[0]) if job.rule.output else job.rule.name
+
+
 class Workflow:
     """fourloops' view of one Snakemake workflow object: facts, machines, measurements, asks, lineage."""
 
@@ -556,16 +567,15 @@ class Workflow:
 
     def pending(self, dag) -> list[walls.PendingJob]:
         """The jobs the run would execute, as the wall check and `fourloops plan` judge them: every pending job with
-        work of its own, the publication gate's too (a script and no files: keyed by its rule's name); target rules
-        (all, probe) have none."""
+        work of its own (has_work), the publication gate's too (a script and no files: keyed by its rule's name)."""
         local = self.local_rules()
         out = []
         for job in dag.needrun_jobs():
-            if not job.rule.output and job.rule.norun:
+            if not has_work(job):
                 continue
             wc = dict(job.wildcards.items())
             out.append(walls.PendingJob(
-                rule=job.rule.name, output=str(job.output[0]) if job.rule.output else job.rule.name,
+                rule=job.rule.name, output=job_key(job),
                 profile=self.profile(job.rule.name, wc), ask=self.ask(job.rule.name, wc), wildcards=wc,
                 params=self.params(job.rule.name, wc), context=self.context_for(job.rule.name, wc),
                 local=job.rule.name in local,
@@ -597,13 +607,14 @@ class Workflow:
         return walls.check_jobs(self.pending(dag), self.machines, target, provided, self.placement())
 
     def local_jobs(self, dag):
-        """Pending jobs that run on this machine (pod jobs meet their needs on the pod)."""
+        """Pending jobs with work of their own (has_work, as `pending`: the publication gate's too) that run on this
+        machine (pod jobs meet their needs on the pod, partition jobs on the node)."""
         remote = machines.remote_tags(self.executor(), self.machines)
         jobs = [j for j in dag.needrun_jobs()
-                if j.rule.output and self.profile(j.rule.name, dict(j.wildcards.items())) not in remote]
+                if has_work(j) and self.profile(j.rule.name, dict(j.wildcards.items())) not in remote]
         if self.executor() == "slurm":  # partition jobs meet their needs on the node
             placed = self.check_walls(dag).placed
-            jobs = [j for j in jobs if placed.where.get(str(j.output[0]), "").startswith("here")]
+            jobs = [j for j in jobs if placed.where.get(job_key(j), "").startswith("here")]
         return jobs
 
     def _pending_needs(self, dag, keep) -> list[str]:
@@ -611,7 +622,7 @@ class Workflow:
         directory the run's own jobs write (the sizing set's models) is made by the run, not missing."""
         from fourloops import preflight
 
-        needs = [n for j in dag.needrun_jobs() if j.rule.output
+        needs = [n for j in dag.needrun_jobs() if has_work(j)
                  for n in self.stage(j.rule.name).needs_for(dict(j.params.items())) if keep(j, n)]
         return preflight.problems(needs, [str(f) for j in dag.jobs if j.rule.output for f in j.output])
 
