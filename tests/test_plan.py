@@ -265,6 +265,7 @@ def test_the_runs_own_wall_check_sees_the_publication_gate_as_the_plan_does():
                            params=lambda rule, wc: {"rule": rule}, context_for=lambda rule, wc: None,
                            wf=SimpleNamespace(_localrules={"publish"}))
     view.local_rules = lambda: smk.Workflow.local_rules(view)
+    view.pending_job = lambda *args: smk.Workflow.pending_job(view, *args)
     pending = smk.Workflow.pending(view, dag)
     assert [(j.rule, j.output, j.local, j.params) for j in pending] == [
         ("publish", "publish", True, {"rule": "publish"}),
@@ -309,6 +310,78 @@ def test_the_runs_local_checks_take_the_publication_gates_job_as_its_wall_check_
     monkeypatch.chdir(tmp_path)
     (problem,) = smk.Workflow.space_problems(view(None), dag)
     assert problem.startswith(".: no room:") and "took 1073741824.0 GiB last time" in problem, problem
+
+
+# One parse of the workflow by Snakemake's API (no DAG: the report's plan walks the rules), then the report's plan
+# page's params (fourloops.plan.planned) under each executor a run may use, as JSON on the last line.
+_PLANNED = '''
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+from fourloops.plan import planned
+from fourloops.smk import workflow_of
+repo, workdir, machine, *executors = sys.argv[1:]
+with SnakemakeApi(OutputSettings()) as api:
+    wf = api.workflow(resource_settings=ResourceSettings(), config_settings=ConfigSettings(config={"machine": machine}),
+                      snakefile=Path(repo) / "Snakefile", workdir=Path(workdir))._workflow
+    view, out = workflow_of(wf), {}
+    for executor in executors:
+        view.planned_executor = None if executor == "local" else executor
+        out[executor] = planned(view, ["results/ladder.csv", "results/ladder.png"])
+    print(json.dumps(out))
+'''
+
+DESK = "desk: NVIDIA GeForce RTX 3090 24 GiB"
+CPU, RTX4090 = "cluster/cpu: no GPU", "cluster/rtx4090: NVIDIA GeForce RTX 4090 24 GiB"
+GPU_RULES = {"generate", "keypoints", "keypoints_generated", "lora_embeddings", "lora_train"}
+CPU_RULES = {"render", "fit", "lora_records", "ladder"}
+
+
+def report_plans(workdir: Path, machine: str, *executors: str) -> dict[str, dict]:
+    proc = subprocess.run([sys.executable, "-c", _PLANNED, str(REPO), str(workdir), machine, *executors],
+                          capture_output=True, text=True, env=snakemake_env(), cwd=workdir, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def on(p: dict) -> dict[str, set[str]]:
+    """Rule -> the machines its jobs are judged on in a report plan."""
+    out: dict[str, set[str]] = {}
+    for j in p["jobs"]:
+        out.setdefault(j["rule"], set()).add(j["machine"])
+    return out
+
+
+def test_the_reports_plan_page_places_each_job_as_the_runs_own_check(tmp_path):
+    """The report's plan page (rule run_plan's params, fourloops.plan.planned) judged every job on config machine
+    whatever the executor: under profiles/slurm (executor slurm, config machine desk) every job on the desk, though
+    the run sends each to a partition of the cluster. It now places and asks each job through the run's own check
+    (Workflow.pending_job, check). The default desk run's value is unchanged, byte for byte (a params change would
+    rerun the page): every job on the desk, checked against it."""
+    plans = report_plans(tmp_path, "desk", "local", "slurm")
+    desk = plans["local"]
+    assert desk["target"] == DESK and desk["ok"] and set(on(desk)) == GPU_RULES | CPU_RULES
+    assert all(j["machine"] == DESK and j["hourly_usd"] == 0.0 and j["verdict"] == "fits" for j in desk["jobs"])
+    assert list(desk) == ["target", "ok", "jobs"] and list(desk["jobs"][0]) == [
+        "rule", "output", "profile", "machine", "hourly_usd", "walls", "verdict", "forecast_seconds",
+        "forecast_source", "benchmark"]  # the shape fourloops.pages.plan_page reads
+    slurm = plans["slurm"]  # as `fourloops plan --workflow-profile profiles/slurm`: the cluster's partitions
+    assert slurm["target"] == "cluster cluster (partitions cpu, rtx4090, a100)" and slurm["ok"]
+    assert on(slurm) == {**{r: {RTX4090} for r in GPU_RULES}, **{r: {CPU} for r in CPU_RULES}}, on(slurm)
+
+
+def test_the_reports_plan_page_with_a_cluster_as_config_machine_places_as_the_run_does(tmp_path):
+    """Config machine cluster: the page judged every job on the cluster taken as one machine (its largest card, the
+    a100), not on the partition the run sends it to; under the RunPod executor, which submits nothing to SLURM, on
+    that a100 too, where the run starts them on the cluster's submit_host (the desk) and rents a pod for generate,
+    which the page now tells from the jobs started here (asked as rented: Workflow.context_for)."""
+    plans = report_plans(tmp_path, "cluster", "local", "runpod")
+    assert plans["local"]["target"] == "cluster cluster (partitions cpu, rtx4090, a100)"
+    assert on(plans["local"]) == {**{r: {RTX4090} for r in GPU_RULES}, **{r: {CPU} for r in CPU_RULES}}
+    pod = plans["runpod"]
+    assert pod["target"] == DESK and on(pod) == {**{r: {DESK} for r in (GPU_RULES | CPU_RULES) - {"generate"}},
+                                                 "generate": {"pod: NVIDIA A40 46 GiB (rented)"}}, on(pod)
 
 
 def test_an_invalid_config_value_plans_nothing_with_exit_2_naming_key_value_and_allowed(tmp_path):

@@ -51,8 +51,10 @@ class PlannedJob:
 
 
 def planned(view, targets: list[str]) -> dict:
-    """Every job upstream of `targets`, checked against the walls: plain values, for a rule's params (the report's
-    run_plan rule)."""
+    """Every job upstream of `targets`, checked against the walls where the run's own check places it and asked as it
+    asks it (fourloops.smk.Workflow.pending_job and check: under the run's executor, a SLURM cluster's job on its
+    partition or the cluster's submit_host, a rented pod's apart from the jobs this Snakemake starts): plain values,
+    for a rule's params (the report's run_plan rule)."""
     found: dict[tuple, tuple[str, dict]] = {}
     for path in sorted(view.requested_paths(targets)):
         for rule, wildcards in view.producers(path):
@@ -63,23 +65,22 @@ def planned(view, targets: list[str]) -> dict:
         output = str(snakerule.expand_output(wildcards)[0][0])
         bench = snakerule.expand_benchmark(wildcards)
         benchmarks[output] = str(bench) if bench is not None else ""
-        pending.append(walls.PendingJob(rule=rule, output=output, profile=view.profile(rule, wildcards),
-                                        ask=view.ask(rule, wildcards), wildcards=wildcards))
-    target = view.config["machine"]
-    placement = machines.placement(view.executor(), view.machines)
-    verdict = walls.check_jobs(pending, view.machines, target, view.provided_vram_mb(), placement)
+        pending.append(view.pending_job(rule, wildcards, output))
+    verdict = view.check(pending)
+    placed = getattr(verdict, "placed", None)  # a SLURM cluster: its partitions and submit_host
     jobs = []
     for job, rows in verdict.checked:
-        where = walls.target_for(job, view.machines, target, placement)
+        where = verdict.on[job.output]  # the machine (partition, submit_host, pod) its rows are of
         refused = [r.wall for r in rows if not r.ok]
         jobs.append({
-            "rule": job.rule, "output": job.output, "profile": job.profile, "machine": where.label(),
+            "rule": job.rule, "output": job.output, "profile": job.profile,
+            "machine": _rented(where.label()) if job.context is not None and job.context.rented else where.label(),
             "hourly_usd": where.hourly_usd, "walls": [asdict(r) for r in rows],
             "verdict": "fits" if not refused else "refused: " + ", ".join(refused),
             "forecast_seconds": job.ask.seconds.value, "forecast_source": job.ask.seconds.source,
             "benchmark": benchmarks[job.output],
         })
-    return {"target": verdict.machine.label(), "ok": verdict.ok, "jobs": jobs}
+    return {"target": placed.cluster.label() if placed else verdict.machine.label(), "ok": verdict.ok, "jobs": jobs}
 
 
 def build(workflow, machine_name: str | None, runpod: dict | None = None, executor: str | None = None) -> dict:

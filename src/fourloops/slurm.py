@@ -84,23 +84,26 @@ def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str) -> Place
     to (fewest refused walls, then the largest)."""
     c = cluster(table, cluster_name)
     here = machine(table, c.submit_host)
-    where, checked = {}, []
+    where, checked, on = {}, [], {}
     for job in jobs:
         if job.local or runs_here(job, c):
             found = walls.check_job(job, here)
             where[job.output] = f"here ({here.name})" if all(r.ok for r in found) else "refused"
             checked.append((job, found))
+            on[job.output] = here
             continue
         p = partition_for(job, c)
         if p is not None:
             where[job.output] = f"partition {p.name}"
             checked.append((job, rows(job, p)))
+            on[job.output] = p.machine
             continue
         closest = min(c.partitions, key=lambda q: (sum(not r.ok for r in rows(job, q)), tuple(-x for x in _size(q)[:3])))
         where[job.output] = "refused"
         checked.append((job, rows(job, closest)))
+        on[job.output] = closest.machine
     as_machine = Machine(name=c.name, description=c.description + "; no partition fits", os="", arch="",
                          busy_card_limit_gib=0.0)
-    placed = Placed(c, here, where, walls.Verdict(as_machine, checked))
+    placed = Placed(c, here, where, walls.Verdict(as_machine, checked, on=on))
     placed.verdict.placed = placed  # how smk and the plan tell a cluster's verdict from a machine's
     return placed

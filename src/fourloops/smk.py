@@ -568,19 +568,18 @@ class Workflow:
     def pending(self, dag) -> list[walls.PendingJob]:
         """The jobs the run would execute, as the wall check and `fourloops plan` judge them: every pending job with
         work of its own (has_work), the publication gate's too (a script and no files: keyed by its rule's name)."""
-        local = self.local_rules()
-        out = []
-        for job in dag.needrun_jobs():
-            if not has_work(job):
-                continue
-            wc = dict(job.wildcards.items())
-            out.append(walls.PendingJob(
-                rule=job.rule.name, output=job_key(job),
-                profile=self.profile(job.rule.name, wc), ask=self.ask(job.rule.name, wc), wildcards=wc,
-                params=self.params(job.rule.name, wc), context=self.context_for(job.rule.name, wc),
-                local=job.rule.name in local,
-            ))
-        return out
+        return [self.pending_job(job.rule.name, dict(job.wildcards.items()), job_key(job))
+                for job in dag.needrun_jobs() if has_work(job)]
+
+    def pending_job(self, rulename: str, wildcards: dict, key: str) -> walls.PendingJob:
+        """One job as the wall check judges it, keyed by `key` (its first output, or its rule's name): its profile,
+        its ask and ask context on the machine it is placed on (context_for: rented or started by this Snakemake),
+        its params, and whether the workflow declares its rule local."""
+        return walls.PendingJob(
+            rule=rulename, output=key, profile=self.profile(rulename, wildcards), ask=self.ask(rulename, wildcards),
+            wildcards=wildcards, params=self.params(rulename, wildcards), context=self.context_for(rulename, wildcards),
+            local=rulename in self.local_rules(),
+        )
 
     def local_rules(self) -> set[str]:
         """The rules the workflow declares local (`localrule: True`: the publication gate). Snakemake's own is_local
@@ -592,19 +591,25 @@ class Workflow:
         return int(provided) if isinstance(provided, (int, float)) and provided < 2**40 else None
 
     def check_walls(self, dag, machine_name: str | None = None, own_resources: bool = True) -> walls.Verdict:
-        """Every pending job against the machine it will run on (config machine, or the pod under its executor;
-        on a SLURM cluster, the partition fourloops.slurm chooses: the verdict then carries `placed`)."""
+        """Every pending job against the machine it will run on (check)."""
+        return self.check(self.pending(dag), machine_name, own_resources)
+
+    def check(self, jobs: list[walls.PendingJob], machine_name: str | None = None,
+              own_resources: bool = True) -> walls.Verdict:
+        """`jobs` (pending_job's) each against the machine it will run on (config machine, or the pod under its
+        executor; on a SLURM cluster, the partition fourloops.slurm chooses: the verdict then carries `placed`);
+        the verdict's `on` holds the machine each job was judged on."""
         target = self.here(machine_name)  # under the RunPod executor never a cluster: nothing goes to one
         cluster = target if target in machines.clusters(self.machines) else (
             None if machine_name else self.slurm_cluster())
         if cluster is not None:
             from fourloops import slurm
 
-            return slurm.place(self.pending(dag), self.machines, cluster).verdict
+            return slurm.place(jobs, self.machines, cluster).verdict
         # this invocation's --resources vram_mb caps jobs run from here; asked about another machine, its own
         # profile would declare that machine's card
         provided = self.provided_vram_mb() if own_resources and target == self.here(self.config["machine"]) else None
-        return walls.check_jobs(self.pending(dag), self.machines, target, provided, self.placement())
+        return walls.check_jobs(jobs, self.machines, target, provided, self.placement())
 
     def local_jobs(self, dag):
         """Pending jobs with work of their own (has_work, as `pending`: the publication gate's too) that run on this

@@ -102,6 +102,7 @@ class Verdict:
     machine: Machine
     checked: list[tuple[PendingJob, list[Row]]]
     placement: dict | None = None  # profile tag -> machine, as the jobs were checked (fourloops.machines.placement)
+    on: dict = field(default_factory=dict)  # job output -> the Machine its rows are of (where it was judged)
 
     @property
     def refused(self) -> list[tuple[PendingJob, list[Row]]]:
@@ -118,8 +119,9 @@ def check_jobs(
 ) -> Verdict:
     # this invocation's --resources caps the jobs it runs; one the executor moves (a pod job) is capped there too,
     # by the same Snakemake: profiles/pod declares the pod's card
-    checked = [(j, check_job(j, target_for(j, machines, target, placement), provided_vram_mb)) for j in jobs]
-    return Verdict(machine(machines, target), checked, placement)
+    on = {j.output: target_for(j, machines, target, placement) for j in jobs}
+    checked = [(j, check_job(j, on[j.output], provided_vram_mb)) for j in jobs]
+    return Verdict(machine(machines, target), checked, placement, on)
 
 
 def format_table(rows: list[Row]) -> str:
