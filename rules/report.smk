@@ -49,6 +49,9 @@ rule run_plan:
         plan=lambda wildcards: planned(FOURLOOPS, ["results/ladder.csv", "results/ladder.png"]),
         model_set=config["model_set"],
         lineage=LINEAGE,
+    # local: its plan is where the submitting Snakemake places each job; a job's own Snakemake on a SLURM node
+    # evaluates params again under the slurm-jobstep executor, which places nothing
+    localrule: True
     threads: 1
     resources:
         **ASKS,

@@ -329,6 +329,7 @@ with SnakemakeApi(OutputSettings()) as api:
     for executor in executors:
         view.planned_executor = None if executor == "local" else executor
         out[executor] = planned(view, ["results/ladder.csv", "results/ladder.png"])
+    out["_local_rules"] = sorted(view.local_rules())
     print(json.dumps(out))
 '''
 
@@ -369,6 +370,9 @@ def test_the_reports_plan_page_places_each_job_as_the_runs_own_check(tmp_path):
     slurm = plans["slurm"]  # as `fourloops plan --workflow-profile profiles/slurm`: the cluster's partitions
     assert slurm["target"] == "cluster cluster (partitions cpu, rtx4090, a100)" and slurm["ok"]
     assert on(slurm) == {**{r: {RTX4090} for r in GPU_RULES}, **{r: {CPU} for r in CPU_RULES}}, on(slurm)
+    # the page is made where these params are: by the submitting Snakemake, a local rule (on a SLURM node a job's own
+    # Snakemake evaluates params again under the slurm-jobstep executor, which would judge every job on the desk)
+    assert "run_plan" in plans["_local_rules"], plans["_local_rules"]
 
 
 def test_the_reports_plan_page_with_a_cluster_as_config_machine_places_as_the_run_does(tmp_path):
