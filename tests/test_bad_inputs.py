@@ -409,7 +409,7 @@ def _numbers(node, where=""):
             yield from _numbers(sub, f"{where}/{i}")
 
 
-@pytest.mark.parametrize("name", ["schema.yaml", "machines.schema.yaml", "models.schema.yaml"])
+@pytest.mark.parametrize("name", ["schema.yaml", "machines.schema.yaml", "models.schema.yaml", "pod_life.schema.yaml"])
 def test_every_number_in_a_schema_has_finite_bounds(name):
     schema = yamlcheck.load(REPO / "config" / name)
     # phenotype values are bounded by Anny's table (fourloops.anny_tables), checked in fourloops.config

@@ -47,6 +47,22 @@ def test_plan_names_a_config_file_or_machine_snakemake_would_refuse_with_its_fil
     assert not any(p.name == ".snakemake" for p in tmp_path.iterdir())  # nothing ran
 
 
+def test_plan_under_the_runpod_executor_names_a_bad_pod_life_file_without_a_traceback(tmp_path, monkeypatch, capsys):
+    """config/pod_life.yaml is read only when the plan prices a pod: its refusal is the plan's exit 2 with the file,
+    line, key and value, not a PodLifeError traceback after the DAG."""
+    from fourloops import podbill
+
+    bad = tmp_path / "pod_life.yaml"
+    bad.write_text(podbill.LIFE_PATH.read_text().replace("  value: 14.0", "  value: -14.0", 1))
+    monkeypatch.setattr(podbill, "LIFE_PATH", bad)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["plan", "--workflow-profile", str(REPO / "profiles" / "pod"), "--directory", str(tmp_path),
+                  "results/render/az000.png"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Traceback" not in err and "fourloops plan: nothing was planned:" in err, err
+    assert f"{bad}, line 30: rsync_mb_s.value = -14.0: not allowed; allowed: a finite number > 0" in err, err
+
+
 def test_guard_routes_to_the_guard_with_its_exit_status(monkeypatch, capsys):
     monkeypatch.setattr(guard, "read_nvml", lambda: [guard.CardReading(0, "card", 24.0, 20.0, (guard.Holder(7, "other", 19.0),))])
     assert cli.main(["guard", "--limit-gib", "2"]) == guard.EXIT_BUSY

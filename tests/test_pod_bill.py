@@ -26,17 +26,26 @@ def test_pod_life_figures_are_the_committed_ones_with_their_sources():
     assert LIFE.sources["pull_mb_s"].startswith("SETTING") and LIFE.sources["hf_mb_s"].startswith("SETTING")
 
 
-def test_a_bad_pod_life_figure_is_refused_naming_the_key(tmp_path):
-    raw = yaml.safe_load((REPO / "config" / "pod_life.yaml").read_text())
-    raw["rsync_mb_s"]["value"] = 0
+LIFE_TEXT = (REPO / "config" / "pod_life.yaml").read_text()
+
+
+@pytest.mark.parametrize("old,new,expect", [
+    ("  value: 14.0", "  value: 0", "line 30: rsync_mb_s.value = 0: not allowed; allowed: a finite number > 0"),
+    ("rsync_mb_s:\n", "rsync_mb_sx:\n", "<top level>: the key 'rsync_mb_s' is missing"),
+    ("  value: 10.6", "  value: 1e1", "line 9: image_gb.value = '1e1': '1e1' is text in YAML: write 1.0e+1"),
+    ("  value: 10.6", "  value: [10.6", "line 10, column 9: expected ',' or ']'"),
+    # a figure given twice: PyYAML kept the last, silently (the plan then billed a 990 s pull)
+    ("teardown_s:\n", "image_gb:\n  value: 99.0\n  source: again\nteardown_s:\n",
+     "key 'image_gb' appears twice in one mapping (first on line 8)"),
+    ("image_gb:\n  value: 10.6\n", "image_gb: 10.6\nxx:\n  value: 10.6\n", "image_gb = 10.6: not allowed; allowed: a mapping"),
+], ids=["rate-zero", "missing", "number-as-text", "syntax", "twice", "bare-number"])
+def test_a_bad_pod_life_figure_is_refused_naming_file_line_key_and_value(tmp_path, old, new, expect):
+    assert old in LIFE_TEXT
     bad = tmp_path / "life.yaml"
-    bad.write_text(yaml.safe_dump(raw))
-    with pytest.raises(podbill.PodLifeError, match=r"rsync_mb_s = .*> 0"):
+    bad.write_text(LIFE_TEXT.replace(old, new, 1))
+    with pytest.raises(podbill.PodLifeError) as err:
         podbill.load_life(bad)
-    del raw["rsync_mb_s"]
-    bad.write_text(yaml.safe_dump(raw))
-    with pytest.raises(podbill.PodLifeError, match=r"missing key\(s\) \['rsync_mb_s'\]"):
-        podbill.load_life(bad)
+    assert str(bad) in str(err.value) and expect in str(err.value), str(err.value)
 
 
 def test_every_billed_second_gets_one_cause_and_a_gap_is_waiting():

@@ -354,7 +354,10 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
 
     class _Stop:
         def __init__(self, workflow, *args, **kwargs):
-            result["plan"] = build(workflow, machine_name, executor=result.get("executor"))
+            try:
+                result["plan"] = build(workflow, machine_name, executor=result.get("executor"))
+            except podbill.PodLifeError as err:  # read only when the plan prices a pod: its words, not a traceback
+                result["problem"] = str(err)
 
         def schedule(self):
             return True
@@ -407,6 +410,9 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
                 "would not start. If none is running, unlock it with the same profile and directory: "
                 "snakemake --unlock [--workflow-profile ...] [--directory ...]\n"
             )
+        if "problem" in result:
+            sys.stderr.write(f"fourloops plan: nothing was planned:\n  {result['problem']}\n")
+            raise SystemExit(2)
         if "plan" not in result and code:
             snakefile = snakemake_args[snakemake_args.index("-s") + 1] if "-s" in snakemake_args else REPO / "Snakefile"
             problems = invalid_config(log, Path(os.path.abspath(snakefile)).parent)

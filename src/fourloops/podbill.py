@@ -25,15 +25,14 @@ from __future__ import annotations
 
 LINEAGE = False  # what a run costs, never what it writes
 
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 LIFE_PATH = REPO / "config" / "pod_life.yaml"
+LIFE_SCHEMA = REPO / "config" / "pod_life.schema.yaml"
 
 # The causes a billed second is given, in the order a sweep prefers when two overlap: a second in which a job
 # runs is GPU-busy whatever else moves; an upload during setup is the upload's; a download while ssh does not
@@ -61,7 +60,6 @@ WEIGHTS_CALLS = {"ssh": 1}
 DFC_VENV_CALLS = {"ssh": 4}
 DFC_REUSE_CALLS = {"ssh": 1}
 DEFAULT_POLL_S = 5.0  # the executor's runpod.poll_s default (settings.py)
-_RATES = ("pull_mb_s", "hf_mb_s", "rsync_mb_s")  # divided by: > 0
 
 
 class PodLifeError(ValueError):
@@ -109,33 +107,18 @@ class PodLife:
         return sum(per[k] * n for k, n in calls.items())
 
 
-def load_life(path: str | Path = LIFE_PATH) -> PodLife:
-    """config/pod_life.yaml, every figure checked: a number (> 0 for a rate, >= 0 otherwise) with its source."""
-    path = Path(path)
+def load_life(path: str | Path | None = None) -> PodLife:
+    """config/pod_life.yaml, checked against config/pod_life.schema.yaml (each figure {value, source}: a number,
+    > 0 for a rate, >= 0 otherwise, with where it comes from); PodLifeError naming the file, line, key, value and
+    what is allowed, as machines.yaml's and models.yaml's (a key given twice is refused, not silently the last)."""
+    from fourloops import yamlcheck
+
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise PodLifeError(f"{path}: cannot read the pod's life figures: {err}") from None
-    if not isinstance(data, dict):
-        raise PodLifeError(f"{path}: expected a mapping of figures ({', '.join(FIGURES)}), got {type(data).__name__}")
-    unknown = sorted(set(data) - set(FIGURES))
-    missing = [k for k in FIGURES if k not in data]
-    if unknown or missing:
-        raise PodLifeError(f"{path}: " + "; ".join(
-            ([f"unknown key(s) {unknown}"] if unknown else []) + ([f"missing key(s) {missing}"] if missing else []))
-            + f"; allowed: exactly {list(FIGURES)}")
-    values, sources = {}, {}
-    for key in FIGURES:
-        entry = data[key]
-        v = entry.get("value") if isinstance(entry, dict) else None
-        src = entry.get("source") if isinstance(entry, dict) else None
-        low_ok = v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and (
-            v > 0 if key in _RATES else v >= 0)
-        if not low_ok or not isinstance(src, str) or not src.strip():
-            raise PodLifeError(f"{path}: {key} = {entry!r} is not allowed: expected {{value: <number "
-                               f"{'> 0' if key in _RATES else '>= 0'}>, source: <where it comes from>}}")
-        values[key], sources[key] = float(v), src
-    return PodLife(**values, sources=sources)
+        data = yamlcheck.load_checked(LIFE_PATH if path is None else path, LIFE_SCHEMA, what="pod life file")
+    except yamlcheck.YamlError as err:
+        raise PodLifeError(str(err)) from None
+    return PodLife(**{key: float(data[key]["value"]) for key in FIGURES},
+                   sources={key: data[key]["source"] for key in FIGURES})
 
 
 def weights_gb(facts: dict, key: str) -> float:
