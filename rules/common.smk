@@ -17,13 +17,12 @@ from snakemake.exceptions import WorkflowError
 
 from fourloops import names, provenance, smk
 from fourloops.backends import BACKENDS, SMOKE_BACKENDS
-from fourloops.yamlcheck import load_problem
-from fourloops.config import ConfigError, check_config, loaded_configfiles, schema_with_slices
+from fourloops.config import ConfigError, check_config, configfile_problems, loaded_configfiles, schema_with_slices
 
-# Snakemake's message for a malformed config file names neither file nor line: name both first.
-_config_problem = load_problem(os.path.join(workflow.basedir, "config", "config.yaml"))
-if _config_problem:
-    raise WorkflowError(f"invalid config (nothing was run or written):\n  {_config_problem}")
+# Snakemake's message for a malformed config file, or one that holds no mapping of keys (an empty file), names
+# neither file nor line: name both first.
+if _config_problems := configfile_problems([os.path.join(workflow.basedir, "config", "config.yaml")]):
+    raise WorkflowError("invalid config (nothing was run or written):\n  " + "\n  ".join(_config_problems))
 
 
 configfile: os.path.join(workflow.basedir, "config", "config.yaml")

@@ -540,6 +540,8 @@ def _repo_copy(tmp_path: Path) -> Path:
         ("models.yaml", "cuda_context_gib: 0.68", "cuda_context_gib: -50", "cuda_context_gib = -50: not allowed"),
         ("config.yaml", "azimuths: [0, 45, 90, 135, 180, 225, 270, 315]\n", "azimuths: [0, 45\n",
          "config.yaml, line 18, column 7: expected ',' or ']'"),
+        # a file emptied (or only comments): Snakemake's own words named no file
+        ("config.yaml", None, "# emptied\n", "config.yaml: holds nothing, not a mapping of config keys"),
     ],
 )
 def test_cli_refuses_a_bad_repository_file(tmp_path, file, old, new, expect):
@@ -549,8 +551,8 @@ def test_cli_refuses_a_bad_repository_file(tmp_path, file, old, new, expect):
 
     repo = _repo_copy(tmp_path)
     target = repo / "config" / file
-    assert old in target.read_text()
-    target.write_text(target.read_text().replace(old, new, 1))
+    assert old is None or old in target.read_text()
+    target.write_text(new if old is None else target.read_text().replace(old, new, 1))
     workdir = tmp_path / "work"
     workdir.mkdir()
     proc = subprocess.run(

@@ -101,15 +101,6 @@ def load(path: str | Path) -> Any:
         raise YamlError(f"{path}: not valid YAML: {err}") from None
 
 
-def load_problem(path: str | Path) -> str | None:
-    """Why the YAML file cannot be loaded (file, line, problem), or None if it can."""
-    try:
-        load(path)
-    except YamlError as err:
-        return str(err)
-    return None
-
-
 def load_lenient(path: str | Path) -> Any:
     """The data as Snakemake reads it (a repeated key keeps its last value); YamlError if malformed."""
     try:
