@@ -436,7 +436,12 @@ def test_staleness_follows_bytes_a_touch_or_checkout_marks_nothing_and_an_edit_i
 
 # ----------------------------------------------------------------------- clear words, nothing written
 TARGETS_NO_RULE_MAKES = {
-    "results/render/azXYZ.png": "allowed: one of 000, 045, 090, 135, 180, 225, 270, 315",
+    "results/render/azXYZ.png": "allowed: one of az000.png, az045.png, az090.png, az135.png, az180.png, az225.png",
+    # the whole name, not what differs from its sibling (az0|17 against az0|00: '17', allowed 00, 45, 90)
+    "results/render/az017.png": "'az017.png' is not one rule render makes in results/render/; allowed: one of az000.png",
+    # a name the config expands beside a wildcard (results/generate/{condition}/az{az}.png): not "no rule's shape"
+    "results/generate/A/az360.png": "'az360.png' is not one rule generate makes in results/generate/A/; allowed: one "
+                                    "of az000.png, az045.png",
     "results/generate/Q/views.json": "condition = 'Q' is not allowed for rule generate",
     "results/fit/nope.json": "allowed: one of A, B, C, D, floor, floor_gt",
     "results/nosuch.csv": "no file is there; allowed: a rule (all, ladder, ",  # no rule output has its shape
@@ -444,7 +449,7 @@ TARGETS_NO_RULE_MAKES = {
 
 
 def test_a_target_no_rule_makes_is_explained_with_what_is_allowed(tmp_path):
-    """Every such target of one run is named, each with what is allowed (one Snakemake run for the four shapes:
+    """Every such target of one run is named, each with what is allowed (one Snakemake run for the shapes:
     a name the config expands, a wildcard of the rules' constraints, one of the sources, no rule's shape)."""
     proc = run_snakemake(tmp_path, "-n", *TARGETS_NO_RULE_MAKES, check=False)
     out = proc.stdout + proc.stderr

@@ -287,24 +287,38 @@ class Workflow:
                         shown = ", ".join(str(allowed).split("|")) if re.fullmatch(r"[\w|.-]+", str(allowed)) else allowed
                         return (f"target {target}: no rule makes it: {name} = {value!r} is not allowed for rule "
                                 f"{rule.name} ({pattern}); allowed: one of {shown} (from the config)")
-        # outputs expanded from the config (render's az{az}.png): the siblings that share its prefix and suffix
+        # names the config expands into a rule's outputs (render's az{az}.png, generate's {condition}/az{az}.png): the
+        # outputs of one rule that differ from the target in one part of the path, of the same extension, name
+        # what is allowed there (a whole part: az017.png against az000.png, az045.png, never '17' against '00')
+        def part_matches(piece: str, value: str) -> bool:
+            if not WILDCARD_REGEX.search(piece):
+                return piece == value
+            regex, pos = "", 0
+            for m in WILDCARD_REGEX.finditer(piece):
+                regex += re.escape(piece[pos:m.start()]) + "[^/]+"
+                pos = m.end()
+            return re.fullmatch(regex + re.escape(piece[pos:]), value) is not None
+
+        parts = path.split(os.sep)
         best = None
         for rule in self.wf.rules:
-            concrete = [str(o) for o in rule.output if not WILDCARD_REGEX.search(str(o))]
-            for out in concrete:
-                pre = os.path.commonprefix([out, path])
-                suf = os.path.commonprefix([out[len(pre):][::-1], path[len(pre):][::-1]])[::-1]
-                if "/" in path[len(pre):len(path) - len(suf)] or not pre or not suf:
-                    continue  # differs in more than one name
-                middles = sorted(o[len(pre):len(o) - len(suf)] for o in concrete
-                                 if o.startswith(pre) and o.endswith(suf) and len(o) > len(pre) + len(suf))
-                if len(middles) > 1 and (best is None or len(pre) + len(suf) > best[0]):
-                    best = (len(pre) + len(suf), rule.name, pre, suf, middles)
+            found_parts: dict[int, set[str]] = {}
+            for out in rule.output:
+                pieces = os.path.normpath(str(out)).split(os.sep)
+                if len(pieces) != len(parts):
+                    continue
+                differ = [i for i, (piece, value) in enumerate(zip(pieces, parts)) if not part_matches(piece, value)]
+                if len(differ) == 1 and os.path.splitext(pieces[differ[0]])[1] == os.path.splitext(parts[differ[0]])[1]:
+                    found_parts.setdefault(differ[0], set()).add(pieces[differ[0]])
+            for i, names in found_parts.items():  # one sibling is a file of its own (ladder.csv), not a list
+                if len(names) > 1 and (best is None or len(names) > len(best[2])):
+                    best = (rule.name, i, sorted(names))
         if best:
-            _, name, pre, suf, middles = best
-            value = path[len(pre):len(path) - len(suf)]
-            return (f"target {target}: no rule makes it: {value!r} in {pre}*{suf} is not one rule {name} makes; "
-                    f"allowed: one of {', '.join(middles)} (from the config)")
+            name, i, names = best
+            folder = os.sep.join(parts[:i]) + os.sep if i else ""
+            shown = ", ".join(names[:24]) + (f", ... ({len(names)} in all)" if len(names) > 24 else "")
+            return (f"target {target}: no rule makes it: {parts[i]!r} is not one rule {name} makes in "
+                    f"{folder or 'the working directory'}; allowed: one of {shown} (from the config)")
         # no output of any rule has its shape (Snakemake says only "No rule to produce")
         rules = sorted(r.name for r in self.wf.rules if not r.has_wildcards())
         return (f"target {target}: no rule makes it, and no file is there; allowed: a rule ({', '.join(rules)}), or a "
