@@ -450,12 +450,17 @@ TARGETS_NO_RULE_MAKES = {
 
 def test_a_target_no_rule_makes_is_explained_with_what_is_allowed(tmp_path):
     """Every such target of one run is named, each with what is allowed (one Snakemake run for the shapes:
-    a name the config expands, a wildcard of the rules' constraints, one of the sources, no rule's shape)."""
-    proc = run_snakemake(tmp_path, "-n", *TARGETS_NO_RULE_MAKES, check=False)
+    a name the config expands, a wildcard of the rules' constraints, one of the sources, no rule's shape), and so is
+    a --forcerun or --omit-from name that is no rule."""
+    proc = run_snakemake(tmp_path, "-n", "--forcerun", "genrate", "--omit-from", "fitt", "--", *TARGETS_NO_RULE_MAKES,
+                         check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "Traceback" not in out, out[-2000:]
     for target, words in TARGETS_NO_RULE_MAKES.items():
         assert f"target {target}: no rule makes it" in out and words in out, (target, out[-2000:])
+    # a rule option's misspelt name: Snakemake said "No rule to produce genrate", or (--omit-from) nothing at all
+    for option, name in (("--forcerun", "genrate"), ("--omit-from", "fitt")):
+        assert f"{option} {name}: no rule of that name, and no file a rule makes; allowed: a rule (all, " in out, out[-2000:]
     assert not (tmp_path / "results").exists()
 
 

@@ -325,6 +325,19 @@ class Workflow:
                 "file one makes, such as results/ladder.csv or results/drift/<style>.csv (`snakemake "
                 "--list-target-rules`; docs/stages.md lists every output)")
 
+    def unknown_rule_options(self, settings) -> list[str]:
+        """--forcerun, --until and --omit-from names that are neither a rule nor a file a rule makes: Snakemake says
+        only "No rule to produce genrate" (--forcerun, --until) or nothing at all (--omit-from: silently omits none)."""
+        rules = sorted(rule.name for rule in self.wf.rules)
+        out = []
+        for option, names in (("--forcerun", settings.forcerun), ("--until", settings.until),
+                              ("--omit-from", settings.omit_from)):
+            for name in sorted(names):
+                if not (self.wf.is_rule(name) or self.producers(os.path.normpath(name)) or os.path.exists(name)):
+                    out.append(f"{option} {name}: no rule of that name, and no file a rule makes; allowed: a rule "
+                               f"({', '.join(rules)}) or an output file of one")
+        return out
+
     def main_process(self) -> bool:
         """The Snakemake the user started, not a job's own (remote or subprocess) Snakemake."""
         mode = getattr(self.wf, "exec_mode", None)
@@ -383,6 +396,7 @@ class Workflow:
                 return prepare(*args, **kwargs)
             targets = list(settings.targets) or ([wf.default_target] if wf.default_target else [])
             unknown = [why for t in targets if (why := self.unknown_target(t))]
+            unknown += self.unknown_rule_options(settings)
             if unknown:
                 from snakemake.exceptions import WorkflowError
 
