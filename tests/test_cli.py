@@ -30,7 +30,7 @@ def test_plan_names_a_config_file_or_machine_snakemake_would_refuse_with_its_fil
     (tmp_path / "bad.yaml").write_text("render:\n  image_size: 512\n   camera: {}\n")
     (tmp_path / "list.yaml").write_text("- 1\n")
     (tmp_path / "latin.yaml").write_bytes(b"seed: \xe9\n")
-    files = [str(tmp_path / n) for n in ("bad.yaml", "list.yaml", "latin.yaml", "nope.yaml")]
+    files = [str(tmp_path / n) for n in ("bad.yaml", "list.yaml", "latin.yaml", "nope.yaml")] + ["results/ladder.csv"]
     code = cli.main(["plan", "--directory", str(tmp_path), "--machine", "laptop", "--workflow-profile",
                      "profiles/nope", "--configfile", *files, "--", "results/ladder.csv"])
     assert code == 2 and capsys.readouterr().err.splitlines()[1:] == [
@@ -40,6 +40,8 @@ def test_plan_names_a_config_file_or_machine_snakemake_would_refuse_with_its_fil
         "conditions: at the top level",
         f"  {files[2]}: not UTF-8 text (invalid continuation byte at byte 6); allowed: YAML saved as UTF-8",
         f"  config file {files[3]}: does not exist; allowed: a YAML file of config keys",
+        "  config file results/ladder.csv: does not exist (a target? --configfile takes every word after it: end it "
+        "with -- before the targets); allowed: a YAML file of config keys",
         "  --workflow-profile 'profiles/nope': no profile there (Snakemake would plan without one, silently); "
         "allowed: one of profiles/{default,pod,sizing,sizing-gpu,slurm,smoke}, or a folder holding a config.yaml",
         "  --machine 'laptop': not a machine of config/machines.yaml; allowed: one of ['desk', 'pod', 'h200', "

@@ -97,7 +97,9 @@ def configfile_problems(paths: Iterable[str | Path]) -> list[str]:
             problems.append(f"config file {path}: a directory; allowed: a YAML file of config keys")
             continue
         if not Path(path).exists():
-            problems.append(f"config file {path}: does not exist; allowed: a YAML file of config keys")
+            target = ("" if Path(path).suffix.lower() in (".yaml", ".yml", ".json") else
+                      " (a target? --configfile takes every word after it: end it with -- before the targets)")
+            problems.append(f"config file {path}: does not exist{target}; allowed: a YAML file of config keys")
             continue
         try:
             data = yamlcheck.load(path)
