@@ -523,6 +523,13 @@ def test_cli_refuses_every_problem_before_any_job_and_writes_nothing(tmp_path, e
     _assert_refused(run_snakemake(workdir, *argv, check=False, timeout=120), expect, workdir, left)
 
 
+def test_no_cores_to_run_on_is_refused_before_any_job(tmp_path):
+    """Snakemake takes --cores 0 (a profile's `cores: 0`) and then waits forever, no job started: refused."""
+    proc = run_snakemake(tmp_path, "--cores", "0", "--", "results/render/az000.png", check=False, timeout=120)
+    _assert_refused(proc, "--cores 0 (or a profile's `cores: 0`): no job could ever start, so the run would wait "
+                          "forever; allowed: a whole number >= 1, or all", tmp_path, [".snakemake"])
+
+
 def _repo_copy(tmp_path: Path) -> Path:
     copy_root = tmp_path / "repo"
     copy_root.mkdir()

@@ -113,6 +113,19 @@ def configfile_problems(paths: Iterable[str | Path]) -> list[str]:
     return problems
 
 
+def scheduling_problems(resource_settings) -> list[str]:
+    """Snakemake takes `--cores 0` (a profile's `cores: 0`), `--jobs 0` and `--local-cores 0` (or below), and then
+    waits forever with no job started: refused before any job, naming the option, its profile key and the value."""
+    out = []
+    for attr, option, key, also in (("cores", "--cores", "cores", ", or all"), ("nodes", "--jobs", "jobs", ""),
+                                    ("local_cores", "--local-cores", "local-cores", "")):
+        value = getattr(resource_settings, attr, None)
+        if isinstance(value, int) and value < 1:
+            out.append(f"{option} {value} (or a profile's `{key}: {value}`): no job could ever start, so the run "
+                       f"would wait forever; allowed: a whole number >= 1{also}")
+    return out
+
+
 def overridden(configfiles: Iterable[str | Path], command_line: Mapping | None) -> list[str]:
     """Each value a --configfile sets that a --config (or a profile's `config:` list, which Snakemake passes as one)
     replaces with another: Snakemake applies the command line last, so `model_set: real` in a file run under the
