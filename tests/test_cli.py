@@ -49,6 +49,26 @@ def test_plan_names_a_config_file_or_machine_snakemake_would_refuse_with_its_fil
     assert not any(p.name == ".snakemake" for p in tmp_path.iterdir())  # nothing ran
 
 
+@pytest.mark.parametrize("extra,expect", [
+    ("frobnicate: 1\nrerun-trigers: [mtime]\n",
+     ["config.yaml, line 17: frobnicate: not a Snakemake option; allowed: a long option of `snakemake --help`",
+      "config.yaml, line 18: rerun-trigers: not a Snakemake option; allowed: one of ['rerun-triggers', "]),
+    ("cores: 1\n", ["config.yaml, line 17, column 1: key 'cores' appears twice in one mapping (first on line 8)"]),
+], ids=["unknown-keys", "twice"])
+def test_plan_names_a_profile_key_snakemake_would_refuse_or_silently_replace(tmp_path, capsys, extra, expect):
+    """Snakemake refuses a profile key that is no option with its whole usage and `unrecognized arguments:
+    --frobnicate=1`, naming no file, and keeps the last of a key given twice, silently."""
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    (profile / "config.yaml").write_text((REPO / "profiles" / "smoke" / "config.yaml").read_text() + extra)
+    code = cli.main(["plan", "--workflow-profile", str(profile), "--directory", str(tmp_path / "work"),
+                     "results/render/az000.png"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("fourloops plan: nothing was planned:"), err
+    for words in expect:
+        assert f"{profile / words}" in err, (words, err)
+
+
 def test_plan_under_the_runpod_executor_names_a_bad_pod_life_file_without_a_traceback(tmp_path, monkeypatch, capsys):
     """config/pod_life.yaml is read only when the plan prices a pod: its refusal is the plan's exit 2 with the file,
     line, key and value, not a PodLifeError traceback after the DAG."""

@@ -35,16 +35,22 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 
 def plan(args) -> int:
     from fourloops import plan as planmod
-    from fourloops.config import configfile_problems
+    from fourloops.config import configfile_problems, profile_problems
 
     # what Snakemake would refuse before reading the workflow, in words that name the file, line or value
     problems = configfile_problems(args.configfile)
-    if args.workflow_profile and not any((base / args.workflow_profile / "config.yaml").is_file()
-                                         for base in (Path.cwd(), REPO)):
-        shipped = sorted(p.name for p in (REPO / "profiles").iterdir() if (p / "config.yaml").is_file())
-        problems.append(f"--workflow-profile {args.workflow_profile!r}: no profile there (Snakemake would plan "
-                        f"without one, silently); allowed: one of profiles/{{{','.join(shipped)}}}, or a folder "
-                        "holding a config.yaml")
+    if args.workflow_profile:
+        found = [base / args.workflow_profile for base in (Path.cwd(), REPO)
+                 if (base / args.workflow_profile / "config.yaml").is_file()]
+        if not found:
+            shipped = sorted(p.name for p in (REPO / "profiles").iterdir() if (p / "config.yaml").is_file())
+            problems.append(f"--workflow-profile {args.workflow_profile!r}: no profile there (Snakemake would plan "
+                            f"without one, silently); allowed: one of profiles/{{{','.join(shipped)}}}, or a folder "
+                            "holding a config.yaml")
+    else:
+        found = [REPO / "profiles" / "default"]  # Snakemake's workflow profile when none is named
+    for folder in found[:1] + ([Path(args.profile)] if args.profile else []):
+        problems += profile_problems(folder)
     for entry in args.config:  # Snakemake's parse_config refuses these with a traceback
         key, eq, _ = entry.partition("=")
         if not eq or not re.fullmatch(r"[a-zA-Z_][\w-]*\w", key):

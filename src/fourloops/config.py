@@ -113,6 +113,40 @@ def configfile_problems(paths: Iterable[str | Path]) -> list[str]:
     return problems
 
 
+def profile_problems(folder: str | Path) -> list[str]:
+    """A Snakemake profile's config.yaml, read before Snakemake reads it (`fourloops plan`): malformed YAML or a key
+    given twice (Snakemake's profile parser keeps the last, silently) by file and line, and a key that is no
+    Snakemake option, which Snakemake refuses as `unrecognized arguments: --frobnicate=1` under its whole usage,
+    naming no file. [] for a folder without config.yaml, or a YTE template (`__use_yte__`), which Snakemake renders."""
+    import difflib
+
+    path = Path(folder) / "config.yaml"
+    if not path.is_file():
+        return []
+    try:
+        data = yamlcheck.load(path)
+    except yamlcheck.YamlError as err:
+        return [str(err)]
+    if not isinstance(data, Mapping) or "__use_yte__" in data:
+        return []  # not a mapping: Snakemake's own words name the file
+    from snakemake.cli import get_argument_parser
+
+    # the options Snakemake's parser (its plugins' included) takes; argparse lists them only on its actions
+    options = sorted({s[2:] for action in get_argument_parser()._actions for s in action.option_strings
+                      if s.startswith("--")})
+    lines = yamlcheck.key_lines(path)
+    out = []
+    for key in data:
+        if str(key) in options:
+            continue
+        near = difflib.get_close_matches(str(key), options, n=3)
+        at = f"{path}, line {lines[(key,)]}" if (key,) in lines else str(path)
+        out.append(f"{at}: {key}: not a Snakemake option; allowed: "
+                   + (f"one of {near}, or another " if near else "a ")
+                   + "long option of `snakemake --help`, without its --")
+    return out
+
+
 def scheduling_problems(resource_settings) -> list[str]:
     """Snakemake takes `--cores 0` (a profile's `cores: 0`), `--jobs 0` and `--local-cores 0` (or below), and then
     waits forever with no job started: refused before any job, naming the option, its profile key and the value."""
