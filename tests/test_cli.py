@@ -69,6 +69,15 @@ def test_plan_names_a_profile_key_snakemake_would_refuse_or_silently_replace(tmp
         assert f"{profile / words}" in err, (words, err)
 
 
+def test_a_profile_key_written_as_its_option_is_one(tmp_path):
+    """configargparse takes a profile key with or without its leading -- (`keep-going`, `--keep-going`)."""
+    from fourloops.config import profile_problems
+
+    (tmp_path / "config.yaml").write_text("--keep-going: true\nrerun-incomplete: true\n--frobnicate: 1\n")
+    assert [p.split(": ", 1)[1] for p in profile_problems(tmp_path)] == [
+        "--frobnicate: not a Snakemake option; allowed: a long option of `snakemake --help`, without its --"]
+
+
 def test_plan_under_the_runpod_executor_names_a_bad_pod_life_file_without_a_traceback(tmp_path, monkeypatch, capsys):
     """config/pod_life.yaml is read only when the plan prices a pod: its refusal is the plan's exit 2 with the file,
     line, key and value, not a PodLifeError traceback after the DAG."""

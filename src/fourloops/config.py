@@ -137,7 +137,7 @@ def profile_problems(folder: str | Path) -> list[str]:
     lines = yamlcheck.key_lines(path)
     out = []
     for key in data:
-        if str(key) in options:
+        if str(key).removeprefix("--") in options:  # configargparse takes `keep-going` and `--keep-going`
             continue
         near = difflib.get_close_matches(str(key), options, n=3)
         at = f"{path}, line {lines[(key,)]}" if (key,) in lines else str(path)
