@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -462,6 +463,39 @@ def test_a_target_no_rule_makes_is_explained_with_what_is_allowed(tmp_path):
     for option, name in (("--forcerun", "genrate"), ("--omit-from", "fitt")):
         assert f"{option} {name}: no rule of that name, and no file a rule makes; allowed: a rule (all, " in out, out[-2000:]
     assert not (tmp_path / "results").exists()
+
+
+# One parse by Snakemake's API, then fourloops' own target checks on names Snakemake takes as it takes them: a
+# relative file target is os.path.relpath'd (workflow.execute's `files`), so ./results/ladder.csv, results//ladder.csv
+# and ../<workdir>/results/ladder.csv are results/ladder.csv to it
+_TARGET_CHECKS = '''
+import json, sys
+from pathlib import Path
+from types import SimpleNamespace
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+from fourloops.smk import workflow_of
+repo, workdir, *names = sys.argv[1:]
+with SnakemakeApi(OutputSettings()) as api:
+    wf = api.workflow(resource_settings=ResourceSettings(), config_settings=ConfigSettings(),
+                      snakefile=Path(repo) / "Snakefile", workdir=Path(workdir))._workflow
+    view = workflow_of(wf)
+    options = SimpleNamespace(forcerun=set(names), until=set(names), omit_from=set(names))
+    print(json.dumps({"targets": [view.unknown_target(n) for n in names], "options": view.unknown_rule_options(options)}))
+'''
+
+
+def test_a_target_snakemake_takes_as_a_rules_file_is_not_refused(tmp_path):
+    """unknown_target asked the rules about the name as typed: ./results/ladder.csv (a shell's completion) or
+    results//ladder.csv, which Snakemake makes as results/ladder.csv, was refused with 'no rule makes it, and no file
+    is there'; --forcerun, --until and --omit-from took ../<workdir>/results/ladder.csv as no file a rule makes."""
+    names = ["./results/ladder.csv", "results//ladder.csv", f"../{tmp_path.name}/results/ladder.csv",
+             "./results/render/az000.png"]
+    proc = subprocess.run([sys.executable, "-c", _TARGET_CHECKS, str(REPO), str(tmp_path),
+                           *names], capture_output=True, text=True, env=snakemake_env(), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out == {"targets": [None] * len(names), "options": []}, out
 
 
 def test_weights_that_exist_but_are_no_checkpoint_stop_a_real_run_before_any_job(tmp_path):

@@ -45,6 +45,13 @@ def _digest(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def as_file_target(name: str) -> str:
+    """A file target (or --forcerun, --until, --omit-from name) as Snakemake takes it (workflow.execute's `files`): a
+    relative one relative to the working directory, normalized (./results/x.csv, results//x.csv and ../<here>/results/
+    x.csv are results/x.csv), an absolute one as it is."""
+    return os.path.normpath(name) if os.path.isabs(name) else os.path.relpath(name)
+
+
 def has_work(job) -> bool:
     """A pending job with work of its own: files to make, or a rule that runs (the publication gate: a script and
     no files); target rules (all, probe) have neither."""
@@ -263,9 +270,9 @@ class Workflow:
 
         from snakemake.io import WILDCARD_REGEX
 
-        if self.wf.is_rule(target) or self.producers(target) or os.path.exists(target):
+        path = as_file_target(target)
+        if self.wf.is_rule(target) or self.producers(path) or os.path.exists(path):
             return None
-        path = os.path.normpath(target)
         constraints = dict(self.wf.wildcard_constraints)
         for rule in self.wf.rules:
             for pattern in rule.output:
@@ -333,7 +340,7 @@ class Workflow:
         for option, names in (("--forcerun", settings.forcerun), ("--until", settings.until),
                               ("--omit-from", settings.omit_from)):
             for name in sorted(names):
-                if not (self.wf.is_rule(name) or self.producers(os.path.normpath(name)) or os.path.exists(name)):
+                if not (self.wf.is_rule(name) or self.producers(as_file_target(name)) or os.path.exists(name)):
                     out.append(f"{option} {name}: no rule of that name, and no file a rule makes; allowed: a rule "
                                f"({', '.join(rules)}) or an output file of one")
         return out
