@@ -43,12 +43,10 @@ with tempfile.TemporaryDirectory(prefix="fourloops-schema-") as _tmp:
     except ConfigError as err:
         raise WorkflowError(str(err)) from None
 # A --configfile value the command line replaces (a profile's `config:` list is one): said once, by the Snakemake
-# the user started, not by each job's; and no cores or jobs to run on (a run that would wait forever) refused
+# the user started, not by each job's (no cores or jobs to run on is refused once the executor is known:
+# fourloops.smk.Workflow.check_outputs_on_the_dag)
 if workflow.is_main_process:
-    from fourloops.config import overridden, scheduling_problems
-
-    if _scheduling := scheduling_problems(workflow.resource_settings):
-        raise WorkflowError("invalid settings (nothing was run or written):\n  " + "\n  ".join(_scheduling))
+    from fourloops.config import overridden
 
     for _line in overridden(workflow.config_settings.configfiles, workflow.config_settings.config):
         print(f"fourloops: note: {_line}", file=sys.stderr)

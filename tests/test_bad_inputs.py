@@ -530,6 +530,27 @@ def test_no_cores_to_run_on_is_refused_before_any_job(tmp_path):
                           "forever; allowed: a whole number >= 1, or all", tmp_path, [".snakemake"])
 
 
+def test_what_snakemake_ignores_under_its_executor_is_not_refused(tmp_path):
+    """--local-cores (read nowhere by the pinned Snakemake 9.27.1) and --jobs beside --cores under the local executor
+    (which runs on cores) were refused as 'no job could ever start', though Snakemake ran the job; under a remote
+    executor (SLURM, RunPod) it is --jobs that no job could start without, and --cores that it ignores."""
+    from types import SimpleNamespace
+
+    from fourloops.config import scheduling_problems
+
+    proc = run_snakemake(tmp_path, "--cores", "1", "--jobs", "0", "--local-cores", "0", "--",
+                         "results/render/az000.png", check=False, timeout=300)
+    assert proc.returncode == 0 and (tmp_path / "results" / "render" / "az000.png").is_file(), proc.stderr[-3000:]
+    settings = SimpleNamespace(cores=0, nodes=0, local_cores=0)
+    assert scheduling_problems(settings, local_exec=True) == [
+        "--cores 0 (or a profile's `cores: 0`): no job could ever start, so the run would wait forever; allowed: a "
+        "whole number >= 1, or all"]
+    assert scheduling_problems(settings, local_exec=False) == [
+        "--jobs 0 (or a profile's `jobs: 0`): no job could ever start, so the run would wait forever; allowed: a "
+        "whole number >= 1"]
+    assert scheduling_problems(SimpleNamespace(cores=0, nodes=50, local_cores=0), local_exec=False) == []
+
+
 def _repo_copy(tmp_path: Path) -> Path:
     copy_root = tmp_path / "repo"
     copy_root.mkdir()

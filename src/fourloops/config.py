@@ -147,17 +147,19 @@ def profile_problems(folder: str | Path) -> list[str]:
     return out
 
 
-def scheduling_problems(resource_settings) -> list[str]:
-    """Snakemake takes `--cores 0` (a profile's `cores: 0`), `--jobs 0` and `--local-cores 0` (or below), and then
-    waits forever with no job started: refused before any job, naming the option, its profile key and the value."""
-    out = []
-    for attr, option, key, also in (("cores", "--cores", "cores", ", or all"), ("nodes", "--jobs", "jobs", ""),
-                                    ("local_cores", "--local-cores", "local-cores", "")):
-        value = getattr(resource_settings, attr, None)
-        if isinstance(value, int) and value < 1:
-            out.append(f"{option} {value} (or a profile's `{key}: {value}`): no job could ever start, so the run "
-                       f"would wait forever; allowed: a whole number >= 1{also}")
-    return out
+def scheduling_problems(resource_settings, local_exec: bool) -> list[str]:
+    """What no job could start under, on which Snakemake waits forever: under the local executor `--cores 0` (a
+    profile's `cores: 0`), under a remote one (SLURM, RunPod) `--jobs 0`; refused before any job, naming the option,
+    its profile key and the value. What the executor ignores is not judged: --jobs beside --cores under the local
+    executor, --cores under a remote one (Snakemake lifts its cap there), and --local-cores, which the pinned
+    Snakemake (9.27.1) reads nowhere."""
+    attr, option, key, also = (("cores", "--cores", "cores", ", or all") if local_exec else
+                               ("nodes", "--jobs", "jobs", ""))
+    value = getattr(resource_settings, attr, None)
+    if isinstance(value, int) and value < 1:
+        return [f"{option} {value} (or a profile's `{key}: {value}`): no job could ever start, so the run would wait "
+                f"forever; allowed: a whole number >= 1{also}"]
+    return []
 
 
 def overridden(configfiles: Iterable[str | Path], command_line: Mapping | None) -> list[str]:

@@ -396,6 +396,14 @@ class Workflow:
         prepare = wf._prepare_dag
 
         def prepare_checked(*args, **kwargs):
+            if wf.executor_plugin is not None:  # no cores or jobs to run on: Snakemake would wait forever
+                from fourloops.config import scheduling_problems
+
+                if scheduling := scheduling_problems(wf.resource_settings,
+                                                     wf.executor_plugin.common_settings.local_exec):
+                    from snakemake.exceptions import WorkflowError
+
+                    raise WorkflowError("invalid settings (nothing was run or written):\n  " + "\n  ".join(scheduling))
             self.take_the_directory(kwargs)
             self.drop_slurm_resources()
             settings = wf.dag_settings
