@@ -128,3 +128,23 @@ def test_no_or_an_unknown_subcommand_is_a_usage_error(argv, capsys):
         cli.main(argv)
     assert exit_.value.code == 2
     assert "plan" in capsys.readouterr().err  # the usage lists the subcommands
+
+
+def test_the_profile_file_checked_is_the_one_snakemake_reads(tmp_path):
+    """Snakemake 9.27.1 reads a profile's newest config.vN+.yaml over its config.yaml (and a profile.yaml, and a
+    profile given as its file): the check read config.yaml alone, so a frobnicate in the file Snakemake reads went
+    unnamed, to Snakemake's whole usage and 'unrecognized arguments: --frobnicate=1'."""
+    from fourloops.config import profile_problems
+
+    (tmp_path / "config.yaml").write_text("cores: 1\n")
+    (tmp_path / "config.v8+.yaml").write_text("cores: 1\nfrobnicate: 1\n")
+    assert profile_problems(tmp_path) == [
+        f"{tmp_path / 'config.v8+.yaml'}, line 2: frobnicate: not a Snakemake option; allowed: a long option of "
+        "`snakemake --help`, without its --"]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "profile.yaml").write_text("frobnicate: 1\n")
+    assert [p.split(": ", 1)[1] for p in profile_problems(alone)] == [
+        "frobnicate: not a Snakemake option; allowed: a long option of `snakemake --help`, without its --"]
+    assert [p.split(": ", 1)[1] for p in profile_problems(alone / "profile.yaml")] == [
+        "frobnicate: not a Snakemake option; allowed: a long option of `snakemake --help`, without its --"]

@@ -117,12 +117,17 @@ def profile_problems(folder: str | Path) -> list[str]:
     """A Snakemake profile's config.yaml, read before Snakemake reads it (`fourloops plan`): malformed YAML or a key
     given twice (Snakemake's profile parser keeps the last, silently) by file and line, and a key that is no
     Snakemake option, which Snakemake refuses as `unrecognized arguments: --frobnicate=1` under its whole usage,
-    naming no file. [] for a folder without config.yaml, or a YTE template (`__use_yte__`), which Snakemake renders."""
+    naming no file. The file is the one Snakemake reads (its get_profile_dir: a profile's newest config.vN+.yaml, its
+    config.yaml or profile.yaml, or the file named). [] for a profile without one, or a YTE template (`__use_yte__`),
+    which Snakemake renders."""
     import difflib
 
-    path = Path(folder) / "config.yaml"
-    if not path.is_file():
+    from snakemake.cli import get_profile_dir
+
+    found = get_profile_dir(str(folder))
+    if found is None:
         return []
+    path = found[1]
     try:
         data = yamlcheck.load(path)
     except yamlcheck.YamlError as err:
