@@ -274,6 +274,27 @@ def test_rule6_reads_the_metadata_of_a_run_under_the_database_backend(tmp_path, 
     assert "params" in (judged["results/table.csv"] or "up to date")
 
 
+def test_a_password_given_in_the_db_urls_query_is_masked_wherever_the_url_is_shown():
+    """libpq and the MySQL drivers take the password as a query parameter too (?password=..., sslpassword, passwd):
+    SQLAlchemy's hide_password masks only the URL's own password, so the invocation the jobs record, a keep stash's
+    manifest (DatabaseRecords.where) and verify's refusal showed it. Every place shows the URL through one function."""
+    from types import SimpleNamespace
+
+    from sqlalchemy.engine import make_url
+
+    from fourloops import verify
+    from fourloops.smk import DatabaseRecords, invocation
+
+    url = "postgresql://fourloops@db.lab/meta?password=s3cret-pw&sslmode=require&sslpassword=k3y-pw"
+    line = invocation(["snakemake", "--persistence-backend-db-url", url], url)
+    assert line == "snakemake --persistence-backend-db-url postgresql://fourloops@db.lab/meta?password=***&sslmode=require&sslpassword=***"
+    where = DatabaseRecords(SimpleNamespace(engine=SimpleNamespace(url=make_url(url)), namespace="/w/.snakemake")).where
+    assert "s3cret" not in where and "k3y" not in where and "sslmode=require" in where, where
+    with pytest.raises(FileNotFoundError) as err:
+        verify.incomplete_marks(Path("/nonexistent-dir"), "sqlite:///nowhere.db?password=s3cret-pw")
+    assert "s3cret" not in str(err.value) and "password=***" in str(err.value), str(err.value)
+
+
 def test_the_recorded_invocation_masks_the_password_of_the_db_url():
     """The run's db URL (which the gate's dry-run is given) may carry a password: the invocation the jobs record for
     provenance shows it as ***."""

@@ -853,8 +853,9 @@ class DatabaseRecords:
     def __init__(self, persistence):
         self.persistence = persistence
         # the database without its password (a URL may carry one), and the namespace of this working directory
-        self.where = (f"{persistence.engine.url.render_as_string(hide_password=True)} "
-                      f"(namespace {persistence.namespace})")
+        from fourloops.verify import shown_db_url
+
+        self.where = f"{shown_db_url(persistence.engine.url)} (namespace {persistence.namespace})"
 
     def key(self, output) -> str:
         return self.persistence._get_key(output)
@@ -877,11 +878,12 @@ def invocation(argv: list[str], db_url: str | None) -> str:
     of a --persistence-backend-db-url shown as *** (SQLAlchemy's rendering; a URL it cannot read is left out)."""
     line = " ".join(argv)
     if db_url and db_url in line:
-        from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 
+        from fourloops.verify import shown_db_url
+
         try:
-            shown = make_url(db_url).render_as_string(hide_password=True)
+            shown = shown_db_url(db_url)
         except ArgumentError:
             shown = "<persistence-backend-db-url>"
         line = line.replace(db_url, shown)

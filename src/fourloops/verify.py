@@ -197,6 +197,22 @@ def _file_marks(workdir: str | Path) -> list[str]:
     return found
 
 
+def shown_db_url(db_url) -> str:
+    """A --persistence-backend-db-url (text, or SQLAlchemy's URL) as fourloops shows it anywhere (the invocation jobs
+    record, a keep stash's manifest, a refusal): its password as ***, and so the value of every query parameter that
+    carries one (libpq's ?password= and ?sslpassword=, the MySQL drivers' ?passwd=, an ODBC connect string), which
+    SQLAlchemy's own hide_password leaves in. sqlalchemy.exc.ArgumentError for text that is no URL."""
+    import re
+
+    from sqlalchemy.engine import make_url
+
+    url = make_url(db_url)
+    secret = re.compile(r"pass|pwd|secret|token|odbc_connect", re.IGNORECASE)
+    masked = "fourloopsmasked0secret"  # rendered as it is (no character URL-quoted), then shown as ***
+    url = url.set(query={key: masked if secret.search(key) else value for key, value in url.query.items()})
+    return url.render_as_string(hide_password=True).replace(masked, "***")
+
+
 def _db_marks(workdir: str | Path, db_url: str | None) -> list[str]:
     """The marks of Snakemake's database backend (`--persistence-backend db`): the rows of its table
     snakemake_metadata with `incomplete` set, in the namespace of this working directory (the absolute path of its
@@ -223,7 +239,7 @@ def _db_marks(workdir: str | Path, db_url: str | None) -> list[str]:
         url = make_url(db_url)
     except ArgumentError:
         raise ValueError(f"db_url = {db_url!r} is not a database URL; {allowed}") from None
-    shown = url.render_as_string(hide_password=True)
+    shown = shown_db_url(url)
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
             raise ValueError(f"db_url = {shown!r} names no database file; {allowed}")
