@@ -148,3 +148,16 @@ def test_the_profile_file_checked_is_the_one_snakemake_reads(tmp_path):
         "frobnicate: not a Snakemake option; allowed: a long option of `snakemake --help`, without its --"]
     assert [p.split(": ", 1)[1] for p in profile_problems(alone / "profile.yaml")] == [
         "frobnicate: not a Snakemake option; allowed: a long option of `snakemake --help`, without its --"]
+
+
+@pytest.mark.parametrize("given", ["pod", "none"])
+def test_plan_takes_a_workflow_profile_as_snakemake_finds_it(tmp_path, monkeypatch, capsys, given):
+    """Snakemake finds `--workflow-profile pod` as profiles/pod beside the Snakefile, and takes `none` for no
+    workflow profile at all; the plan refused both from any other folder: "no profile there (Snakemake would plan
+    without one, silently)"."""
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["plan", "--workflow-profile", given, "--machine", "laptop", "results/render/az000.png"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.splitlines()[1:] == [
+        "  --machine 'laptop': not a machine of config/machines.yaml; allowed: one of ['desk', 'pod', 'h200', "
+        "'cluster']"], err

@@ -33,23 +33,33 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
                         "list with -- before the targets")
 
 
+def _workflow_profile(given: str | None, snakefile: Path) -> Path | None:
+    """The workflow profile Snakemake 9.27.1 uses (its cli.args_to_api): none for `none`; a file named; else the first
+    of the name, profiles/<name> and profiles/<name> beside the Snakefile that exists (the name `default` when none
+    is given); None where none does (Snakemake then runs without one, silently)."""
+    if given == "none":
+        return None
+    name = Path(given or "default")
+    if given and name.is_file():
+        return name
+    return next((c for c in (name, Path("profiles") / name, snakefile.parent / "profiles" / name) if c.exists()), None)
+
+
 def plan(args) -> int:
     from fourloops import plan as planmod
+    from snakemake.cli import get_profile_dir
+
     from fourloops.config import configfile_problems, profile_problems
 
     # what Snakemake would refuse before reading the workflow, in words that name the file, line or value
     problems = configfile_problems(args.configfile)
-    if args.workflow_profile:
-        found = [base / args.workflow_profile for base in (Path.cwd(), REPO)
-                 if (base / args.workflow_profile / "config.yaml").is_file()]
-        if not found:
-            shipped = sorted(p.name for p in (REPO / "profiles").iterdir() if (p / "config.yaml").is_file())
-            problems.append(f"--workflow-profile {args.workflow_profile!r}: no profile there (Snakemake would plan "
-                            f"without one, silently); allowed: one of profiles/{{{','.join(shipped)}}}, or a folder "
-                            "holding a config.yaml")
-    else:
-        found = [REPO / "profiles" / "default"]  # Snakemake's workflow profile when none is named
-    for folder in found[:1] + ([Path(args.profile)] if args.profile else []):
+    found = _workflow_profile(args.workflow_profile, Path(args.snakefile))
+    if args.workflow_profile not in (None, "none") and (found is None or get_profile_dir(str(found)) is None):
+        shipped = sorted(p.name for p in (REPO / "profiles").iterdir() if (p / "config.yaml").is_file())
+        problems.append(f"--workflow-profile {args.workflow_profile!r}: no profile there (Snakemake would plan "
+                        f"without one, silently); allowed: one of profiles/{{{','.join(shipped)}}}, or a folder "
+                        "holding a config.yaml")
+    for folder in ([found] if found else []) + ([Path(args.profile)] if args.profile else []):
         problems += profile_problems(folder)
     for entry in args.config:  # Snakemake's parse_config refuses these with a traceback
         key, eq, _ = entry.partition("=")
