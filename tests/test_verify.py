@@ -320,3 +320,11 @@ def test_a_warm_check_of_the_smoke_workdir_reads_no_bytes(built_copy):
     assert cold.hashed == len(files)
     warm = verify.HashCache(built_copy / verify.HASH_CACHE)
     assert verify.check(built_copy, cache=warm) == [] and warm.hashed == 0
+
+
+def test_a_db_url_that_is_no_url_is_refused_without_its_password(tmp_path):
+    """A db_url SQLAlchemy cannot read (no scheme) may still carry user:password@: the refusal showed it whole."""
+    with pytest.raises(ValueError) as err:
+        verify.incomplete_marks(tmp_path, "fourloops:s3cret-pw@db.lab/meta")
+    assert "s3cret" not in str(err.value) and "db_url = 'fourloops:***@db.lab/meta' is not a database URL" in str(
+        err.value), str(err.value)

@@ -238,7 +238,10 @@ def _db_marks(workdir: str | Path, db_url: str | None) -> list[str]:
     try:
         url = make_url(db_url)
     except ArgumentError:
-        raise ValueError(f"db_url = {db_url!r} is not a database URL; {allowed}") from None
+        import re
+
+        shown = re.sub(r"(?<=:)[^:@/]*(?=@)", "***", db_url)  # no URL, yet it may hold user:password@
+        raise ValueError(f"db_url = {shown!r} is not a database URL; {allowed}") from None
     shown = shown_db_url(url)
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
