@@ -270,9 +270,14 @@ def test_the_runs_own_wall_check_sees_the_publication_gate_as_the_plan_does():
     assert [(j.rule, j.output, j.local, j.params) for j in pending] == [
         ("publish", "publish", True, {"rule": "publish"}),
         ("render", "results/render/az000.png", False, {"rule": "render"})]
-    placed = slurm.place(pending, machines.load(REPO / "config" / "machines.yaml"), "cluster")
+    table = machines.load(REPO / "config" / "machines.yaml")
+    placed = slurm.place(pending, table, "cluster")
     assert placed.where == {"publish": "here (desk)", "results/render/az000.png": "partition cpu"}
     assert placed.local_rules == {"publish"}
+    # the plugin's resources each job is given agree: the local rule asks no partition (slurm.runs_here for both)
+    view.executor, view.machines, view.slurm_cluster, view._slurm = (lambda: "slurm"), table, (lambda: "cluster"), {}
+    assert smk.Workflow.slurm_request(view, "publish", {}) is None
+    assert smk.Workflow.slurm_request(view, "render", {}) == {"slurm_partition": "cpu"}
 
 
 def test_the_runs_local_checks_take_the_publication_gates_job_as_its_wall_check_does(tmp_path, monkeypatch):

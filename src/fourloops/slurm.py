@@ -45,9 +45,10 @@ def partition_for(job: walls.PendingJob, c: Cluster) -> Partition | None:
 
 
 def runs_here(job: walls.PendingJob, c: Cluster) -> bool:
-    """A job asking a device that no partition has (the desk's Hailo USB) stays on the submitting machine."""
+    """A local rule's job, or one asking a device that no partition has (the desk's Hailo USB), stays on the
+    submitting machine (the cluster's submit_host)."""
     offered = {d for p in c.partitions for d in p.machine.devices}
-    return any(d not in offered for d in job.ask.devices)
+    return job.local or any(d not in offered for d in job.ask.devices)
 
 
 def request(ask: Ask, p: Partition, c: Cluster) -> dict:
@@ -86,7 +87,7 @@ def place(jobs: list[walls.PendingJob], table: dict, cluster_name: str) -> Place
     here = machine(table, c.submit_host)
     where, checked, on = {}, [], {}
     for job in jobs:
-        if job.local or runs_here(job, c):
+        if runs_here(job, c):
             found = walls.check_job(job, here)
             where[job.output] = f"here ({here.name})" if all(r.ok for r in found) else "refused"
             checked.append((job, found))

@@ -597,8 +597,8 @@ class Workflow:
         if key not in self._slurm:
             c = machines.cluster(self.machines, self.slurm_cluster())
             job = walls.PendingJob(rulename, "", self.profile(rulename, wildcards), self.ask(rulename, wildcards),
-                                   wildcards)
-            p = None if rulename in self.local_rules() or slurm.runs_here(job, c) else slurm.partition_for(job, c)
+                                   wildcards, local=rulename in self.local_rules())
+            p = None if slurm.runs_here(job, c) else slurm.partition_for(job, c)
             self._slurm[key] = None if p is None else slurm.request(job.ask, p, c)
         return self._slurm[key]
 
