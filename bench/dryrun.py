@@ -65,14 +65,15 @@ CHEAP_SMOKE = {"generator_steps": 1, "generator_size": 32, "keypoints_resolution
 
 # fourloops' parse-time work, by phase: (module, attribute). A call inside another phase's counts in its own.
 PHASES = {
-    "config": [("fourloops.yamlcheck", "load_problem"), ("fourloops.config", "schema_with_slices"),
+    "config": [("fourloops.config", "configfile_problems"), ("fourloops.config", "schema_with_slices"),
                ("fourloops.config", "check_config"), ("fourloops.smk", "check_model_set"),
                ("fourloops.asks", "load_facts"), ("fourloops.machines", "load"),
                ("fourloops.hef", "precision_problem")],
     "registry": [("fourloops.stage", "registry")],
     "lineage": [("fourloops.smk", "Workflow.lineage")],
     "records": [("fourloops.records", "index"), ("fourloops.asks", "Measurements.load")],
-    "output check": [("fourloops.smk", "Workflow.unknown_target"), ("fourloops.smk", "Workflow.requested_paths"),
+    "output check": [("fourloops.smk", "Workflow.unknown_target"), ("fourloops.smk", "Workflow.unknown_rule_options"),
+                     ("fourloops.smk", "Workflow.requested_paths"),
                      ("fourloops.smk", "Workflow.force_mismatched"), ("fourloops.verify", "check"),
                      ("fourloops.keep", "recover")],
     "walls": [("fourloops.smk", "Workflow.ask"), ("fourloops.smk", "Workflow.profile"),

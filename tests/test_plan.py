@@ -510,3 +510,23 @@ def test_a_runpod_run_on_a_pod_tells_the_jobs_it_rents_a_pod_for_from_those_it_s
     assert vram(own, True) == vram(plain, True)  # the rented pod's allocator whatever this environment says
     assert vram(own, False) and all(vram(own, False)[o] != v for o, v in vram(plain, False).items())
     assert own["pod_bill"] == plain["pod_bill"]
+
+
+def test_every_function_the_dryrun_bench_times_exists():
+    """bench/dryrun.py times fourloops' parse-time work by wrapping functions by name (PHASES): a function renamed or
+    removed (yamlcheck.load_problem) ended the bench with a KeyError after its warm build, measuring nothing."""
+    import importlib
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dryrun_bench", REPO / "bench" / "dryrun.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    missing = []
+    for phase, names in bench.PHASES.items():
+        for module, attr in names:
+            owner = importlib.import_module(module)
+            for part in attr.split("."):
+                owner = getattr(owner, part, None)
+            if not callable(owner):
+                missing.append(f"{phase}: {module}.{attr}")
+    assert not missing, missing
