@@ -263,15 +263,22 @@ def test_rule6_reads_the_metadata_of_a_run_under_the_database_backend(tmp_path, 
     only when told (rules/common.smk exports the run's backend to its jobs, the gate's among them)."""
     (tmp_path / "Snakefile").write_text(TINY_SNAKEFILE)
     (tmp_path / "data.txt").write_text("1\n")
+    # a database of its own (--persistence-backend-db-url), not .snakemake/metadata.db: reached only when it is given
+    url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
     smk = [sys.executable, "-m", "snakemake", "-s", "Snakefile", "--cores", "1", "--persistence-backend", "db",
-           "results/table.csv"]
+           "--persistence-backend-db-url", url, "results/table.csv"]
     subprocess.run(smk, cwd=tmp_path, check=True, capture_output=True)
     assert not (tmp_path / ".snakemake/metadata").exists() or not any((tmp_path / ".snakemake/metadata").iterdir())
     (tmp_path / "scale2.yaml").write_text("scale: 2\n")
     monkeypatch.setenv("FOURLOOPS_PERSISTENCE_BACKEND", "db")
+    monkeypatch.setenv("FOURLOOPS_PERSISTENCE_DB_URL", url)
+    commands, run = [], subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: commands.append(cmd) or run(cmd, **kw))
     judged = gate.snakemake_staleness(tmp_path / "Snakefile", tmp_path, ["results/table.csv"],
                                       configfile=tmp_path / "scale2.yaml")
     assert "params" in (judged["results/table.csv"] or "up to date")
+    # the URL (a password may be in it) reached the nested Snakemake by a private profile, not its command line (`ps`)
+    assert len(commands) == 1 and not any("elsewhere.db" in word for word in commands[0]), commands
 
 
 def test_a_password_given_in_the_db_urls_query_is_masked_wherever_the_url_is_shown():

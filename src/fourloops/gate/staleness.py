@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from fourloops.records import norm
@@ -25,13 +26,23 @@ def persistence_env(backend, db_url: str | None) -> dict[str, str]:
     return {BACKEND_ENV: name, **({DB_URL_ENV: db_url} if db_url else {})}
 
 
-def persistence_args(env) -> list[str]:
-    """The nested Snakemake's options that open the metadata the run keeps (`env`: os.environ)."""
+def persistence_args(env, private: str | Path) -> list[str]:
+    """The nested Snakemake's options that open the metadata the run keeps (`env`: os.environ). The db URL (it may
+    carry a password) goes in a profile of its own in `private` (a folder only this user reads), never on the command
+    line, which every user of the machine sees (`ps`)."""
     backend = env.get(BACKEND_ENV)
     if not backend:
         return []
     url = env.get(DB_URL_ENV)
-    return ["--persistence-backend", backend, *(["--persistence-backend-db-url", url] if url else [])]
+    if not url:
+        return ["--persistence-backend", backend]
+    import yaml
+
+    profile = Path(private) / "config.yaml"
+    fd = os.open(profile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.safe_dump({"persistence-backend-db-url": url}, fh)
+    return ["--persistence-backend", backend, "--profile", str(private)]
 
 
 def snakemake_staleness(
@@ -55,12 +66,12 @@ def snakemake_staleness(
         return {}
     cmd = [python, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir),
            "--summary", "--nolock", "--rerun-triggers", *STALE_TRIGGERS, "--cores", "1"]
-    cmd += persistence_args(os.environ)
-    if configfile:
-        cmd += ["--configfile", str(configfile)]
-    cmd += ["--", *paths]
-    env = dict(os.environ)
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env, timeout=timeout)
+    with tempfile.TemporaryDirectory(prefix="fourloops-gate-") as private:  # mode 0700
+        cmd += persistence_args(os.environ, private)
+        if configfile:
+            cmd += ["--configfile", str(configfile)]
+        cmd += ["--", *paths]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=dict(os.environ), timeout=timeout)
     if proc.returncode != 0:
         tail = [ln for ln in (proc.stderr + proc.stdout).strip().splitlines() if ln.strip()][-3:]
         reason = "Snakemake could not judge it: " + " | ".join(tail)
