@@ -161,3 +161,15 @@ def test_plan_takes_a_workflow_profile_as_snakemake_finds_it(tmp_path, monkeypat
     assert code == 2 and err.splitlines()[1:] == [
         "  --machine 'laptop': not a machine of config/machines.yaml; allowed: one of ['desk', 'pod', 'h200', "
         "'cluster']"], err
+
+
+def test_plan_names_a_workflow_profile_folder_without_a_profile_file(tmp_path, monkeypatch, capsys):
+    """A folder that exists but holds no config.yaml or profile.yaml: Snakemake stops on it (its own words), it does
+    not plan without a profile, as the plan's message said."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    code = cli.main(["plan", "--workflow-profile", "empty", "results/render/az000.png"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.splitlines()[1].startswith(
+        "  --workflow-profile 'empty': empty holds no config.yaml or profile.yaml (Snakemake stops, naming neither "
+        "this command nor the profiles it ships); allowed: one of profiles/{default,"), err

@@ -56,9 +56,11 @@ def plan(args) -> int:
     found = _workflow_profile(args.workflow_profile, Path(args.snakefile))
     if args.workflow_profile not in (None, "none") and (found is None or get_profile_dir(str(found)) is None):
         shipped = sorted(p.name for p in (REPO / "profiles").iterdir() if (p / "config.yaml").is_file())
-        problems.append(f"--workflow-profile {args.workflow_profile!r}: no profile there (Snakemake would plan "
-                        f"without one, silently); allowed: one of profiles/{{{','.join(shipped)}}}, or a folder "
-                        "holding a config.yaml")
+        why = ("no profile there (Snakemake would plan without one, silently)" if found is None else
+               f"{found} holds no config.yaml or profile.yaml (Snakemake stops, naming neither this command nor the "
+               "profiles it ships)")
+        problems.append(f"--workflow-profile {args.workflow_profile!r}: {why}; allowed: one of "
+                        f"profiles/{{{','.join(shipped)}}}, or a folder holding a config.yaml")
     for folder in ([found] if found else []) + ([Path(args.profile)] if args.profile else []):
         problems += profile_problems(folder)
     for entry in args.config:  # Snakemake's parse_config refuses these with a traceback
