@@ -173,3 +173,25 @@ def test_plan_names_a_workflow_profile_folder_without_a_profile_file(tmp_path, m
     assert code == 2 and err.splitlines()[1].startswith(
         "  --workflow-profile 'empty': empty holds no config.yaml or profile.yaml (Snakemake stops, naming neither "
         "this command nor the profiles it ships); allowed: one of profiles/{default,"), err
+
+
+def test_plan_under_slurm_without_a_cluster_in_the_machines_file_says_so_without_a_traceback(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """The cluster a SLURM run targets is looked up before any job (smk prepare_checked, and the plan's build): with
+    none in machines.yaml the plan ended in a MachinesError traceback."""
+    import yaml
+
+    from fourloops import machines
+
+    data = yaml.safe_load(machines.DEFAULT_PATH.read_text())
+    del data["cluster"]
+    path = tmp_path / "machines.yaml"
+    path.write_text(yaml.safe_dump(data))
+    load = machines.load
+    monkeypatch.setattr(machines, "load", lambda *a, **kw: load(path))
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["plan", "--workflow-profile", str(REPO / "profiles" / "slurm"), "--directory", str(tmp_path / "w"),
+                  "results/render/az000.png"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Traceback" not in err, err
+    assert "config/machines.yaml has no SLURM cluster (a machine with a `slurm:` section" in err, err

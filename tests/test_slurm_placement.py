@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, snakemake_env
 from fourloops import machines, refusal, slurm, walls
 from fourloops.asks import Ask
 
@@ -80,3 +82,36 @@ def test_a_submit_host_that_is_no_single_machine_of_the_file_is_refused_naming_k
         machines.load(path)
     assert (f"{path}: cluster.submit_host = {value!r}: not a machine of this file; allowed: one of "
             "['workstation', 'pod', 'h200']") in str(err.value), str(err.value)
+
+
+def test_the_slurm_executor_without_a_cluster_in_the_machines_file_names_what_is_missing(tmp_path):
+    """No SLURM cluster in machines.yaml: the message said "has 0 SLURM clusters []; allowed: --config machine=<one
+    of them>", one of none."""
+    from types import SimpleNamespace
+
+    from fourloops import smk
+
+    table = {name: raw for name, raw in TABLE.items() if name != "cluster"}
+    view = SimpleNamespace(machines=table, config={"machine": "desk"}, executor=lambda: "slurm")
+    with pytest.raises(machines.MachinesError) as err:
+        smk.Workflow.slurm_cluster(view)
+    assert str(err.value) == (
+        "machine = 'desk' under --executor slurm: config/machines.yaml has no SLURM cluster (a machine with a "
+        '`slurm:` section, as the file\'s `cluster`); allowed: add one (docs/running.md, "On SLURM"), or run without '
+        "--executor slurm")
+    # a real run under the slurm executor: refused before any job, in Snakemake's words for a workflow error
+    script = ("import sys, yaml\nfrom pathlib import Path\nfrom fourloops import machines\n"
+              "table = yaml.safe_load(machines.DEFAULT_PATH.read_text()); del table['cluster']\n"
+              "path = Path(sys.argv[1]) / 'machines.yaml'; path.write_text(yaml.safe_dump(table))\n"
+              "load = machines.load; machines.load = lambda *a, **kw: load(path)\n"
+              "from snakemake.cli import main\n"
+              "main(['-s', sys.argv[2], '--executor', 'slurm', '--jobs', '1', '--directory', sys.argv[1] + '/w', "
+              "'results/render/az000.png'])\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(REPO / "Snakefile")], capture_output=True,
+                          text=True, env=snakemake_env(), timeout=300)
+    assert proc.returncode == 1 and "invalid machines (nothing was run or written):\n  machine = 'desk' under " \
+        "--executor slurm: config/machines.yaml has no SLURM cluster" in proc.stderr, proc.stderr[-3000:]
+    assert not (tmp_path / "w" / "results").exists()
+    view.machines = {**table, "a": TABLE["cluster"], "b": TABLE["cluster"]}
+    with pytest.raises(machines.MachinesError, match=r"has 2 SLURM clusters \['a', 'b'\]; allowed: --config machine="):
+        smk.Workflow.slurm_cluster(view)

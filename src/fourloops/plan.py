@@ -356,7 +356,7 @@ def run(snakemake_args: list[str], machine_name: str | None) -> dict:
         def __init__(self, workflow, *args, **kwargs):
             try:
                 result["plan"] = build(workflow, machine_name, executor=result.get("executor"))
-            except podbill.PodLifeError as err:  # read only when the plan prices a pod: its words, not a traceback
+            except (podbill.PodLifeError, machines.MachinesError) as err:  # words, no traceback
                 result["problem"] = str(err)
 
         def schedule(self):

@@ -404,6 +404,12 @@ class Workflow:
                     from snakemake.exceptions import WorkflowError
 
                     raise WorkflowError("invalid settings (nothing was run or written):\n  " + "\n  ".join(scheduling))
+            try:  # the cluster a SLURM run targets, named before any job's resources ask it
+                self.slurm_cluster()
+            except machines.MachinesError as err:
+                from snakemake.exceptions import WorkflowError
+
+                raise WorkflowError(f"invalid machines (nothing was run or written):\n  {err}") from None
             self.take_the_directory(kwargs)
             self.drop_slurm_resources()
             settings = wf.dag_settings
@@ -580,6 +586,11 @@ class Workflow:
         if self.config["machine"] in machines.clusters(self.machines):
             return self.config["machine"]
         found = machines.clusters(self.machines)
+        if not found:
+            raise machines.MachinesError(
+                f"machine = {self.config['machine']!r} under --executor slurm: config/machines.yaml has no SLURM "
+                "cluster (a machine with a `slurm:` section, as the file's `cluster`); allowed: add one "
+                "(docs/running.md, \"On SLURM\"), or run without --executor slurm")
         if len(found) != 1:
             raise machines.MachinesError(
                 f"machine = {self.config['machine']!r} under --executor slurm: config/machines.yaml has "
