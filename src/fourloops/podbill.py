@@ -25,10 +25,8 @@ from __future__ import annotations
 
 LINEAGE = False  # what a run costs, never what it writes
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-
 
 REPO = Path(__file__).resolve().parents[2]
 LIFE_PATH = REPO / "config" / "pod_life.yaml"
@@ -192,15 +190,17 @@ def dfc_upload(hef: dict) -> DfcUpload:
     """The sizes of `hef.dfc_wheel` and of the `*.whl` in `hef.dfc_wheelhouse` (what DfcWheel.from_config hashes
     and a fresh pod gets whole), stat'ed now; a file or folder not there makes the upload unknown (whether the
     config is right is the preflight's and the executor's to say, not the bill's)."""
-    wheel, house = (hef or {}).get("dfc_wheel"), (hef or {}).get("dfc_wheelhouse")
+    from snakemake_executor_plugin_runpod.dfcvenv import configured_files
+
+    hef = hef or {}
+    wheel, house = hef.get("dfc_wheel"), hef.get("dfc_wheelhouse")
+    path, files = configured_files(hef)
     total, missing = 0, []
-    path = Path(os.path.expanduser(str(wheel))) if wheel else None
     if path is not None and path.is_file():
         total += path.stat().st_size
     else:
         missing.append("hef.dfc_wheel " + (f"{str(wheel)!r} is not a file now" if wheel else "is not set"))
     if house:
-        files = sorted(Path(os.path.expanduser(str(house))).glob("*.whl"))
         if files:
             total += sum(f.stat().st_size for f in files)
         else:

@@ -665,14 +665,15 @@ class Workflow:
         provided = self.provided_vram_mb() if own_resources and target == self.here(self.config["machine"]) else None
         return walls.check_jobs(jobs, self.machines, target, provided, self.placement())
 
-    def local_jobs(self, dag):
+    def local_jobs(self, dag, placed=None):
         """Pending jobs with work of their own (has_work, as `pending`: the publication gate's too) that run on this
-        machine (pod jobs meet their needs on the pod, partition jobs on the node)."""
+        machine (pod jobs meet their needs on the pod, partition jobs on the node). `placed`: the run's SLURM
+        placement where the caller has it (before_first_job), so the walls are not checked again."""
         remote = machines.remote_tags(self.executor(), self.machines)
         jobs = [j for j in dag.needrun_jobs()
                 if has_work(j) and self.profile(j.rule.name, dict(j.wildcards.items())) not in remote]
         if self.executor() == "slurm":  # partition jobs meet their needs on the node
-            placed = self.check_walls(dag).placed
+            placed = placed or self.check_walls(dag).placed
             jobs = [j for j in jobs if placed.where.get(job_key(j), "").startswith("here")]
         return jobs
 
@@ -694,12 +695,12 @@ class Workflow:
         return (self._pending_needs(dag, lambda job, need: need.kind in CONFIG_KINDS)
                 + self.pod_directory_problems(dag))
 
-    def preflight_problems(self, dag) -> list[str]:
+    def preflight_problems(self, dag, placed=None) -> list[str]:
         """What this machine lacks for its own pending jobs (a remote job's machine needs are met, or not, on its
         machine), and config_problems."""
         from fourloops.preflight import CONFIG_KINDS
 
-        here = {id(j) for j in self.local_jobs(dag)}
+        here = {id(j) for j in self.local_jobs(dag, placed)}
         return (self._pending_needs(dag, lambda job, need: id(job) in here or need.kind in CONFIG_KINDS)
                 + self.pod_directory_problems(dag))
 
@@ -744,17 +745,17 @@ class Workflow:
         if self.config["model_set"] != "smoke":
             from fourloops import preflight
 
-            missing = self.preflight_problems(dag)
+            missing = self.preflight_problems(dag, placed)
             if missing:
                 raise WorkflowError(preflight.report(missing, self.config["model_set"]))
-        if full := self.space_problems(dag):
+        if full := self.space_problems(dag, placed):
             raise WorkflowError("\n".join(full))
         self.point_jobs_here()
         MODEL_SET_MARKER.write_text(self.config["model_set"] + "\n")
         self.stash_last_good(dag)
         self.retire_checkpoints(dag)
 
-    def space_problems(self, dag) -> list[str]:
+    def space_problems(self, dag, placed=None) -> list[str]:
         """Each folder the pending local jobs write (outputs, logs, benchmarks) can be written and has room for
         what their records say they wrote last time (fourloops.space); checked before Snakemake deletes anything."""
         from fourloops import space
@@ -762,7 +763,7 @@ class Workflow:
         wrote = {os.path.normpath(e["path"]): int(e.get("bytes") or 0)
                  for r in self.records.records for e in r.entries("outputs")}
         outputs = {}
-        for job in self.local_jobs(dag):
+        for job in self.local_jobs(dag, placed):
             for f in [*job.output, *job.log, *([job.benchmark] if job.benchmark else [])]:
                 path = os.path.normpath(str(f))
                 outputs[path] = wrote.get(path, 0)

@@ -50,6 +50,15 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def configured_files(hef: dict) -> tuple[Path | None, list[Path]]:
+    """The files the executor uploads for the DFC's venv, as `hef` names them now: `dfc_wheel`'s path (None: not set)
+    and the `*.whl` of `dfc_wheelhouse`, sorted (none: not set, or none there). Whether they are right is
+    fourloops.dfc's wheel_problem and wheelhouse_problem to say."""
+    wheel, house = hef.get("dfc_wheel"), hef.get("dfc_wheelhouse")
+    path = Path(os.path.expanduser(str(wheel))) if wheel else None
+    return path, sorted(Path(os.path.expanduser(str(house))).glob("*.whl")) if house else []
+
+
 @dataclass(frozen=True)
 class DfcWheel:
     """The user's wheel (and optional wheelhouse), checked and hashed on the desk before any pod is rented."""
@@ -65,8 +74,8 @@ class DfcWheel:
         if problem:
             raise SettingsError(redact(f"runpod: a `container` job (the Dataflow Compiler) goes to a pod, but {problem}; "
                                        "nothing was rented"))
-        path = Path(os.path.expanduser(str(wheel))).resolve()
-        files = sorted(Path(os.path.expanduser(str(house))).glob("*.whl")) if house else []
+        path, files = configured_files(hef)
+        path = path.resolve()
         return cls(path, sha256(path), tuple((f.resolve(), sha256(f)) for f in files))
 
     @property
