@@ -16,7 +16,8 @@ activations_reserve) = the smallest linear envelope (least total slack, scipy's 
 reserved - allocated (NVML - allocated - context where a record has no pool figure), each rounded up (a wall errs
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
-Held out (HELDOUT_RUNS): each of the third to eighth and the eighteenth to twenty-third runs' probes (the default
+Held out (HELDOUT_RUNS): each of the third to eighth, the eighteenth to twenty-third, the twenty-fifth and the
+twenty-sixth (an H100's) runs' probes (the default
 allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
 at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
 two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
@@ -95,7 +96,7 @@ def rows() -> list[dict]:
     return out + probe_rows(FITTED_PROBES + held, fitted_detectors=detectors) + dag_rows()
 
 
-_RUN_FOLDER = re.compile(r"gpu-run-h200-\d{4}-\d\d-\d\d(?:-(?:run(\d+)|(cap24)))?(?:-repeat)?(?:/|:|$)")
+_RUN_FOLDER = re.compile(r"gpu-run-h[12]00-\d{4}-\d\d-\d\d(?:-(?:run(\d+)|(cap24)))?(?:-repeat)?(?:/|:|$)")
 
 
 def run_ordinal(record: str) -> int | None:
@@ -125,7 +126,7 @@ DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12
             RESULTS / "gpu-run-h200-2026-12-02-run5", RESULTS / "gpu-run-h200-2026-12-02-run6",
             RESULTS / "gpu-run-h200-2026-12-02-run6-repeat", RESULTS / "gpu-run-h200-2026-12-03-run7",
             RESULTS / "gpu-run-h200-2026-12-03-run8", RESULTS / "gpu-run-h200-2026-12-04-run22",
-            RESULTS / "gpu-run-h200-2026-12-04-run24")
+            RESULTS / "gpu-run-h200-2026-12-04-run24", RESULTS / "gpu-run-h100-2026-12-05-run26")
 
 
 
@@ -482,6 +483,7 @@ _RUN20 = RESULTS / "gpu-run-h200-2026-12-04-run20"
 _RUN21 = RESULTS / "gpu-run-h200-2026-12-04-run21"
 _RUN23 = RESULTS / "gpu-run-h200-2026-12-04-run23"
 _RUN25 = RESULTS / "gpu-run-h200-2026-12-05-run25"
+_RUN26 = RESULTS / "gpu-run-h100-2026-12-05-run26"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -549,6 +551,12 @@ HELDOUT_RUNS = (
     _heldout_run("twenty-fifth", _RUN25, "6790ada",
                  "refit on every default-allocator record of the runs before it, the twenty-third's held-out probes "
                  "included, in-sample there"),
+    # chosen after the twenty-fifth's refit (committed in 4dc3ac7 and 5fdd309, before 40e5dca, whose config/models.yaml
+    # judged it); run on an NVIDIA H100 80GB HBM3 (no H200 was lent that session): another card as well as other
+    # configurations, the same driver and torch as the H200 runs
+    _heldout_run("twenty-sixth (H100)", _RUN26, "40e5dca",
+                 "refit on every default-allocator record of the runs before it, the twenty-fifth's held-out probes "
+                 "included, in-sample there; every record before it an H200's"),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh
@@ -940,7 +948,8 @@ def table() -> str:
     lines = ["# What the driver sees of a GPU process, per kind: fitted on some H200 records, judged on others",
              "",
              "Made by `.venv/bin/python bench/walls_fit.py --write` from the committed raw records (NVIDIA H200, driver "
-             "580.159.04, torch 2.11.0+cu130; random weights at the real shapes). NVML = the process as the driver saw "
+             "580.159.04, torch 2.11.0+cu130; the twenty-sixth run's, gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
+             "the same driver and torch; random weights at the real shapes). NVML = the process as the driver saw "
              "it; weights = the resident weights config/models.yaml gives for the configuration; model = allocated x "
              "(1 + allocator_reserve) + (allocated - weights) x activations_reserve + cuda_context_gib of its kind; "
              "ask = the wall's VRAM ask for that configuration from config/models.yaml alone (no probe, no provenance).",

@@ -408,7 +408,7 @@ def test_the_readme_names_the_commit_of_every_committed_gpu_run_record():
     """What covers the default generator: the README's list of the GPU runs' commits is every commit their records
     name (a run's records name its commit; one the list leaves out is a run the README does not admit to)."""
     named = set()
-    for path in (REPO / "bench" / "results").glob("gpu-run-h200-*/**/*"):
+    for path in (REPO / "bench" / "results").glob("gpu-run-*/**/*"):  # H200 runs and the H100 one
         if path.is_file() and path.suffix in (".json", ".jsonl"):
             named |= {c[:7] for c in re.findall(r'"commit": "([0-9a-f]{40})"', path.read_text(errors="replace"))}
     text = (REPO / "README.md").read_text()
@@ -469,6 +469,7 @@ RUN17 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run17"
 RUN22 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run22"
 RUN24 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run24"
 RUN25 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-05-run25"
+RUN26 = REPO / "bench" / "results" / "gpu-run-h100-2026-12-05-run26"  # an H100: no H200 was lent that session
 
 
 # what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
@@ -484,7 +485,7 @@ def _quoted_summary(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11, RUN15, RUN17,
-                                 RUN22, RUN24],
+                                 RUN22, RUN24, RUN26],
                          ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)
