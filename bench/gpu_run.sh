@@ -263,16 +263,17 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   say "held-out probes"
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
-  local common=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions --no-detector)
+  local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
+  local common=("${base[@]}" --no-detector)
   python3 bench/sizing_gpu.py "${common[@]}" --size 704 --items 1 --references 1 --omnigen2-precisions nf4 \
     --lora-steps bf16:precomputed:480:16
   python3 bench/sizing_gpu.py "${common[@]}" --size 640 --items 1 --references 2 --omnigen2-precisions bf16 \
     --lora-steps bf16:precomputed:800:32
   python3 bench/sizing_gpu.py "${common[@]}" --size 704 --items 1 --omnigen2-precisions --lora-steps \
     --scorer-precisions nf4 --scorer-max-new-tokens 48
-  # the detector last (common says --no-detector): its sizing model is built in $work by bench/sizing_gpu.py
-  python3 bench/sizing_gpu.py --work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions \
-    --size 832 --items 1 --references 1 --omnigen2-precisions bf16 --lora-steps --detector-batches 10 28
+  # the detector last: its sizing model is built in $work by bench/sizing_gpu.py
+  python3 bench/sizing_gpu.py "${base[@]}" --size 832 --items 1 --references 1 --omnigen2-precisions bf16 --lora-steps \
+    --detector-batches 10 28
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
