@@ -16,12 +16,12 @@ activations_reserve) = the smallest linear envelope (least total slack, scipy's 
 reserved - allocated (NVML - allocated - context where a record has no pool figure), each rounded up (a wall errs
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
-Held out (HELDOUT_RUNS): each of the third to eighth, the eighteenth to twenty-third, the twenty-fifth and the
-twenty-sixth (an H100's) runs' probes (the default
+Held out (HELDOUT_RUNS): each of the third to eighth, the eighteenth to twenty-third, the twenty-fifth, the
+twenty-sixth and the twenty-seventh (an H100's) runs' probes (the default
 allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
 at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
 two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
-d6e233a, 2612e86, 3f9d288, c4b8144 and 22d7642, each fitted on every default-allocator record of the runs before it).
+d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca and 4ad07fb, each fitted on every default-allocator record of the runs before it).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
@@ -484,6 +484,7 @@ _RUN21 = RESULTS / "gpu-run-h200-2026-12-04-run21"
 _RUN23 = RESULTS / "gpu-run-h200-2026-12-04-run23"
 _RUN25 = RESULTS / "gpu-run-h200-2026-12-05-run25"
 _RUN26 = RESULTS / "gpu-run-h100-2026-12-05-run26"
+_RUN27 = RESULTS / "gpu-run-h100-2026-12-05-run27"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -557,6 +558,11 @@ HELDOUT_RUNS = (
     _heldout_run("twenty-sixth (H100)", _RUN26, "40e5dca",
                  "refit on every default-allocator record of the runs before it, the twenty-fifth's held-out probes "
                  "included, in-sample there; every record before it an H200's"),
+    # chosen after the twenty-sixth's refit (committed in 423cc6a, the detector's arguments mended in 4ad07fb, whose
+    # config/models.yaml, the twenty-sixth's refit, judged it); run on an NVIDIA H100 80GB HBM3 again
+    _heldout_run("twenty-seventh (H100)", _RUN27, "4ad07fb",
+                 "refit on every default-allocator record of the runs before it, the twenty-sixth's (H100) held-out "
+                 "probes included, in-sample there"),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh
@@ -948,7 +954,7 @@ def table() -> str:
     lines = ["# What the driver sees of a GPU process, per kind: fitted on some H200 records, judged on others",
              "",
              "Made by `.venv/bin/python bench/walls_fit.py --write` from the committed raw records (NVIDIA H200, driver "
-             "580.159.04, torch 2.11.0+cu130; the twenty-sixth run's, gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
+             "580.159.04, torch 2.11.0+cu130; the twenty-sixth and twenty-seventh runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
              "the same driver and torch; random weights at the real shapes). NVML = the process as the driver saw "
              "it; weights = the resident weights config/models.yaml gives for the configuration; model = allocated x "
              "(1 + allocator_reserve) + (allocated - weights) x activations_reserve + cuda_context_gib of its kind; "
