@@ -236,7 +236,8 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   # with 1 reference and a LoRA step at 672 px rank 16; NF4 at 896 px with 2 references and a LoRA step at 864 px
   # rank 32; the scorer at bf16 grading 800 px images; NF4 at 960 px with 1 reference and the detector at 5 and 36
   # images a call (chosen after the twenty-seventh run, before any run of them; none of them in a committed record
-  # under the default allocator: bench/walls_fit.py rows() lists what the records hold).
+  # under the default allocator: bench/walls_fit.py rows() lists what the records hold). Chosen before the walls took
+  # the generators' reserve by reference count (activations_reserve_by_references): the first set to judge it.
   # The twenty-seventh run's (chosen in 423cc6a; run on an H100 80GB HBM3): NF4 704 px (1 reference) with LoRA 480 px
   # r16, bf16 640 px (2) with LoRA 800 px r32, the scorer at NF4 grading 704 px, bf16 832 px (1) with the detector at
   # 10 and 28 images a call.

@@ -352,7 +352,7 @@ def offset_lines() -> list[str]:
     judgement."""
     import copy
 
-    lines, errors = [], {"without": [], "with": []}
+    runs = []
     for run in HELDOUT_RUNS:
         held = [r for r in heldout_rows(run) if r["component"] == "generator" and r["key"].split("/")[1] == "omnigen2"
                 and r["precision"] == "nf4"]
@@ -367,17 +367,27 @@ def offset_lines() -> list[str]:
         table = with_offset["models"]["omnigen2"]["activations_gib"]["inference"]  # no such fact)
         for size in table:
             table[size] = max(0.0, table[size] + offset)
+        runs.append((f"{run['name']} run, {len(held)} NF4 configurations, offset {offset:+.3f} GiB", held, facts,
+                     with_offset))
+    return _judged(runs, "offset", ranges=False)
+
+
+def _judged(runs: list[tuple[str, list[dict], dict, dict]], form: str, ranges: bool) -> list[str]:
+    """Each run's held-out rows (label, rows, the facts the run was asked with, the same with a form) asked without
+    and with the form (ask/NVML - 1), then all of them: the form's own held-out judgement."""
+    lines, errors = [], {"without": [], "with": []}
+    for label, held, facts, changed in runs:
         without = [asked_gib(r, facts)[0] / r["nvml"] - 1 for r in held]
-        within = [asked_gib(r, with_offset)[0] / r["nvml"] - 1 for r in held]
-        lines.append(f"- {run['name']} run, {len(held)} NF4 configurations, offset {offset:+.3f} GiB: without "
-                     f"{min(without):+.1%} to {max(without):+.1%}, below the driver {sum(e < 0 for e in without)}, "
-                     f"over +10% {sum(e > 0.10 for e in without)}; with {min(within):+.1%} to {max(within):+.1%}, "
-                     f"below the driver {sum(e < 0 for e in within)}, over +10% {sum(e > 0.10 for e in within)}")
+        within = [asked_gib(r, changed)[0] / r["nvml"] - 1 for r in held]
+        lines.append(f"- {label}: without {min(without):+.1%} to {max(without):+.1%}, below the driver "
+                     f"{sum(e < 0 for e in without)}, over +10% {sum(e > 0.10 for e in without)}; with "
+                     f"{min(within):+.1%} to {max(within):+.1%}, below the driver {sum(e < 0 for e in within)}, "
+                     f"over +10% {sum(e > 0.10 for e in within)}")
         errors["without"] += without
         errors["with"] += within
-    lines.append("- all: " + "; ".join(f"{how} the offset, {len(e)} configurations, below the driver "
-                                      f"{sum(x < 0 for x in e)}, over +10% {sum(x > 0.10 for x in e)}"
-                                      for how, e in errors.items()))
+    lines.append("- all: " + "; ".join(
+        f"{how} the {form}, {len(e)} configurations, " + (f"{min(e):+.1%} to {max(e):+.1%}, " if ranges else "")
+        + f"below the driver {sum(x < 0 for x in e)}, over +10% {sum(x > 0.10 for x in e)}" for how, e in errors.items()))
     return lines
 
 
@@ -441,7 +451,87 @@ def fit_build(brows: list[dict]) -> dict:
 
 def model_gib(row: dict, f: dict) -> float:
     return (row["allocated"] * (1 + f["allocator_reserve"]) + max(0.0, row["allocated"] - row["weights"])
-            * f["activations_reserve"] + _context(row, f))
+            * _per_act(row, f) + _context(row, f))
+
+
+def _per_act(row: dict, f: dict) -> float:
+    """The activations reserve overheads `f` give the record's process: a generator's by its reference count where
+    `f` has one for it (fourloops.asks.overhead)."""
+    by_refs = f.get("activations_reserve_by_references") or {}
+    refs = (row.get("config") or {}).get("references") if row.get("component") == "generator" else None
+    return by_refs.get(refs, f["activations_reserve"])
+
+
+# The generator kinds whose pool keeps less of a pass with fewer reference images (OmniGen2 NF4: 0.39-0.43 of the
+# pass's activations at 1 reference, 0.59-0.87 at 3): their reserve by reference count (by_references).
+GENERATOR_KINDS = ("inference", "nf4")
+
+
+def by_references(recs: list[dict], f: dict) -> dict[int, float]:
+    """A generator kind's activations reserve per reference count below the most its records hold: the kind's
+    reserve (the envelope, set by the most references) less one step per reference fewer, the largest step (rounded
+    down; the reserves rounded up) that keeps every record of fewer references covered, as `fit` covers them:
+    reserved - allocated x (1 + allocator_reserve) <= (allocated - weights) x the count's reserve. One step for
+    every count, not an envelope per count: fitted apart, each count's envelope rests on a few records and a new
+    configuration exceeds it (per_reference_lines). {} where no record has fewer references than the most."""
+    gen = [r for r in recs if r["component"] == "generator" and r["config"].get("references")
+           and r["allocated"] > r["weights"]]
+    if not gen:
+        return {}
+    most = max(r["config"]["references"] for r in gen)
+    steps = []
+    for r in gen:
+        refs = r["config"]["references"]
+        if refs < most:
+            slack = (r["reserved"] if r["reserved"] is not None else r["nvml"] - _context(r, f)) - r["allocated"]
+            need = (slack - r["allocated"] * f["allocator_reserve"]) / (r["allocated"] - r["weights"])
+            steps.append((f["activations_reserve"] - need) / (most - refs))
+    if not steps:
+        return {}
+    step = math.floor(max(0.0, min(steps)) * 1000 + 1e-9) / 1000
+    return {n: _up(f["activations_reserve"] - step * (most - n), 3) for n in range(1, most)}
+
+
+def fit_with_references(all_rows: list[dict], steps: dict[str, int] | None = None) -> dict:
+    """`fit`, and each generator kind's reserve by reference count (by_references) on its in-sample records."""
+    facts = fit(all_rows, steps)
+    for kind in GENERATOR_KINDS:
+        if kind in facts:
+            refs = by_references([r for r in all_rows if r["kind"] == kind and r["sample"] == "in-sample"], facts[kind])
+            if refs:
+                facts[kind]["activations_reserve_by_references"] = refs
+    return facts
+
+
+def references_lines() -> list[str]:
+    """Each run's held-out generator probes asked by the facts that run was asked with, without and with a reserve
+    by reference count fitted (by_references) on the records before that run alone, from those facts' reserves:
+    the form's own held-out judgement (asks, not the model given the measured peak)."""
+    import copy
+
+    runs = []
+    for run in HELDOUT_RUNS:
+        held = [r for r in heldout_rows(run) if r["component"] == "generator" and r["kind"] in GENERATOR_KINDS]
+        if not held:
+            continue
+        before = rows_before(run)
+        for r in before:
+            r["weights"] = weights_of(r)
+        facts = _facts(run["models_before"])
+        with_refs = copy.deepcopy(facts)
+        taken = {}
+        for kind in GENERATOR_KINDS:
+            over = with_refs["process_overhead"][kind]
+            f = {k: over[k] for k in ("allocator_reserve", "activations_reserve", "cuda_context_gib")}
+            taken[kind] = by_references([r for r in before if r["kind"] == kind and r["sample"] == "in-sample"], f)
+            over["activations_reserve_by_references"] = taken[kind]
+        for r in held:
+            r["weights"] = weights_of(r, facts)
+        fitted_text = "; ".join(f"{k} " + (", ".join(f"{n}: {v:.3f}" for n, v in t.items()) or "none")
+                                for k, t in taken.items())
+        runs.append((f"{run['name']} run, {len(held)} generator configurations ({fitted_text})", held, facts,
+                     with_refs))
+    return _judged(runs, "reserve by references", ranges=True)
 
 
 def scorer_rows() -> list[dict]:
@@ -945,7 +1035,7 @@ def table() -> str:
     all_rows = rows()
     for r in all_rows:
         r["weights"] = weights_of(r)
-    facts = fit(all_rows, CONTEXT_STEPS)
+    facts = fit_with_references(all_rows, CONTEXT_STEPS)
     _annotate(all_rows, facts)
     srows = scorer_rows()
     per_token = fit_scorer(srows)
@@ -967,8 +1057,10 @@ def table() -> str:
     lines += ["", "Left out: " + "; ".join(f"{k[1]} of {k[0].rsplit('/', 1)[-1]}: {why}" for k, why in STALE.items())]
     lines += ["", "## Fitted facts (config/models.yaml `process_overhead`)", ""]
     for kind, f in facts.items():
+        refs = f.get("activations_reserve_by_references")
+        refs_text = (" (" + ", ".join(f"{v:.3f} at {n} reference(s)" for n, v in refs.items()) + ")") if refs else ""
         lines.append(f"- {kind}: allocator_reserve {f['allocator_reserve']:.3f}, activations_reserve "
-                     f"{f['activations_reserve']:.3f}, cuda_context_gib {f['cuda_context_gib']:.2f}{_step_text(f)}; "
+                     f"{f['activations_reserve']:.3f}{refs_text}, cuda_context_gib {f['cuda_context_gib']:.2f}{_step_text(f)}; "
                      f"fitted on {f['records']} records of {'; '.join(f['fitted_on'])}")
     brows = build_rows()
     fb = fit_build(brows)
@@ -1035,8 +1127,16 @@ def table() -> str:
               "OmniGen2 probes, given their allocated peaks, by the walls' form fitted on the records before the run, "
               "and by the same form fitted apart per reference count (at least 3 records of the kind and count):", ""]
     lines += per_reference_lines()
-    lines += ["", "Fitted apart, the envelope is set by fewer records and a new configuration exceeds it: the walls keep "
-              "one reserve per kind."]
+    lines += ["", "Fitted apart, the envelope is set by fewer records and a new configuration exceeds it: the walls do not "
+              "take an envelope per count."]
+    lines += ["", "## A reserve by reference count: one step per reference fewer, fitted on the records before each run",
+              "", "Each generator kind keeps its envelope (set by the most references) and steps down by one amount "
+              "per reference fewer, the largest step that covers every record of fewer references (`by_references`; "
+              "chosen after the twenty-seventh run, judged here on every run's held-out generator probes before any "
+              "run of it). Each run's held-out generator probes (OmniGen2 and Qwen-Image-Edit, bf16 and NF4) asked by "
+              "the facts that run was asked with, without and with the step fitted on the records before that run "
+              "(wall ask/NVML - 1):", ""]
+    lines += references_lines()
     lines += ["", "## RAM: each record's peak resident memory against the RAM wall's ask", "",
               "The ask (fourloops.asks, config/models.yaml): the largest component mapped in bf16 + the host process + "
               "any component cast in host memory. Its form was chosen after Qwen-Image-Edit's NF4 load of the third "
@@ -1119,7 +1219,7 @@ def fitted() -> dict:
     for r in all_rows:
         r["weights"] = weights_of(r)
     one, share = fit_detector_batch(all_rows)
-    return {"process_overhead": {**fit(all_rows, CONTEXT_STEPS), "build": fit_build(build_rows())},
+    return {"process_overhead": {**fit_with_references(all_rows, CONTEXT_STEPS), "build": fit_build(build_rows())},
             "process_overhead_expandable": fit_expandable(),
             "activations_gib_per_prompt_token": fit_scorer(scorer_rows()),
             "lora_gib_per_rank": fit_rank(all_rows),

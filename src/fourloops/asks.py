@@ -399,13 +399,19 @@ def for_allocator(facts: dict, allocator: str) -> dict:
                                           **facts["process_overhead_expandable"]}}
 
 
-def overhead(facts: dict, kind: str, size: int | None = None) -> tuple[float, float, float]:
+def overhead(facts: dict, kind: str, size: int | None = None,
+             references: int | None = None) -> tuple[float, float, float]:
     """(allocator reserve, activations reserve, CUDA context GiB) of a kind of process; the top-level figures for a
     kind not listed. A kind whose context steps with the resolution (`context_step`: from `from_px` on, its own
-    `cuda_context_gib`) takes the step's context for a job at `size` px or more."""
+    `cuda_context_gib`) takes the step's context for a job at `size` px or more. A generator kind whose pool keeps
+    less of a pass with fewer reference images (`activations_reserve_by_references`: count -> reserve) takes its
+    count's reserve for a job of `references`; a count it does not list, the kind's `activations_reserve`."""
     over = (facts.get("process_overhead") or {}).get(kind) or {}
-    return (float(over.get("allocator_reserve", facts.get("allocator_reserve", 0.0))),
-            float(over.get("activations_reserve", facts.get("activations_reserve", 0.0))),
+    per_act = float(over.get("activations_reserve", facts.get("activations_reserve", 0.0)))
+    by_refs = over.get("activations_reserve_by_references") or {}
+    if references is not None and int(references) in by_refs:
+        per_act = float(by_refs[int(references)])
+    return (float(over.get("allocator_reserve", facts.get("allocator_reserve", 0.0))), per_act,
             context_gib(over, size, float(facts.get("cuda_context_gib", 0.0))))
 
 
@@ -419,15 +425,18 @@ def context_gib(over: dict, size: int | None, default: float = 0.0) -> float:
 
 
 def with_context(facts: dict, fig: Figure, kind: str = "inference", *, weights_gib: float,
-                 size: int | None = None) -> Figure:
+                 size: int | None = None, references: int | None = None) -> Figure:
     """What the driver sees of a process of `kind` whose torch peak is `fig` with `weights_gib` of it resident
     weights: the caching allocator's slack, a share of the whole peak and a share of what the pass adds over the
     weights (its activations: the pool keeps their freed blocks), and the CUDA context, as the records show them
-    for that kind (models.yaml `process_overhead`, fitted by bench/walls_fit.py; at `size` px where it steps)."""
-    reserve, per_act, ctx = overhead(facts, kind, size)
+    for that kind (models.yaml `process_overhead`, fitted by bench/walls_fit.py; at `size` px where it steps; for a
+    generator's pass with `references` reference images where the kind's reserve depends on them)."""
+    reserve, per_act, ctx = overhead(facts, kind, size, references)
     act = max(0.0, fig.value - weights_gib)
+    by_refs = ((facts.get("process_overhead") or {}).get(kind) or {}).get("activations_reserve_by_references") or {}
+    refs = f" ({references} reference(s))" if references is not None and int(references) in by_refs else ""
     return Figure(fig.value * (1 + reserve) + act * per_act + ctx,
-                  f"{fig.source} + {kind} process: allocator reserve {reserve:.1%} + {per_act:.1%} of the "
+                  f"{fig.source} + {kind} process: allocator reserve {reserve:.1%} + {per_act:.1%}{refs} of the "
                   f"{act:.2f} GiB over the weights + CUDA context {ctx:g} GiB")
 
 
@@ -441,21 +450,22 @@ def weights_gib(facts: dict, model_name: str, dtype: str, resident: list[str] | 
 
 
 def _card(facts: dict, measured, machine: str, device: str, key: str, estimate, weights: float,
-          kind: str = "inference", size: int | None = None, floor: str | None = None) -> tuple[Figure, tuple]:
+          kind: str = "inference", size: int | None = None, floor: str | None = None,
+          references: int | None = None) -> tuple[Figure, tuple]:
     """VRAM and devices of a model on `device`: measured beats estimated, plus the process's overhead over its
     `weights` GiB (at `size` px, where the kind's context steps with it); none on the CPU. `floor`: why a
     measurement of `key` may be of less than this job (the key names no reference count, rank or prompt, nor the
     torch allocator: Measurements.other_allocator), which makes it a floor for the job's own estimate, never its
-    ceiling."""
+    ceiling. `references`: a generator job's reference images (the pool's share of its pass, `overhead`)."""
     if not _cuda(device):
         return Figure(0.0, "cpu device: no VRAM"), ()
     found = measured.peak(key, machine) if measured is not None else None
     other = measured.other_allocator(key, machine) if found is not None else None
     floor = "; ".join(f for f in (floor, other) if f) or None
-    fig = with_context(facts, found or estimate(), kind, weights_gib=weights, size=size)
+    fig = with_context(facts, found or estimate(), kind, weights_gib=weights, size=size, references=references)
     fig = measured.at_least_seen(key, fig) if measured is not None else fig
     if floor and found is not None:
-        est = with_context(facts, estimate(), kind, weights_gib=weights, size=size)
+        est = with_context(facts, estimate(), kind, weights_gib=weights, size=size, references=references)
         if est.value > fig.value:
             fig = Figure(est.value, f"{est.source} (over {fig.value:.2f} GiB measured {floor}: {fig.source})")
     return fig, ("cuda",)
@@ -496,7 +506,8 @@ def generator_ask(
     seen = measured.references.get(key, 0) if measured is not None else 0
     vram, devices = _card(facts, measured, machine, gen["device"], key, estimate,  # estimate: up to 3 references
                           weights_gib(facts, name, precision), process_kind("generator", precision),
-                          floor=f"with at most {seen} reference(s)" if seen < max(1, n_references) else None)
+                          floor=f"with at most {seen} reference(s)" if seen < max(1, n_references) else None,
+                          references=max(1, n_references))
     ram = _loading_ram(facts, model)
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}

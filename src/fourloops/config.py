@@ -542,6 +542,12 @@ def load_model_facts(path: str | Path, schema_path: str | Path = MODELS_SCHEMA) 
         raise ConfigError(str(err)) from None
     problems = []
     dtypes = sorted(facts["bytes_per_param"])
+    for table in ("process_overhead", "process_overhead_expandable"):
+        for kind, over in (facts.get(table) or {}).items():
+            for key in (over or {}).get("activations_reserve_by_references") or {}:
+                if isinstance(key, bool) or not isinstance(key, int) or key < 1:
+                    problems.append(f"{table}.{kind}.activations_reserve_by_references: key {key!r} is not allowed; "
+                                    "allowed: whole numbers >= 1 (reference counts)")
     for name, model in facts["models"].items():
         fmt = model.get("nf4_format")
         if fmt is not None and fmt not in facts["bytes_per_param"]:
