@@ -232,12 +232,15 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-05, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
-  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 NF4 at 640 px
-  # with 1 reference and a LoRA step at 672 px rank 16; NF4 at 896 px with 2 references and a LoRA step at 864 px
-  # rank 32; the scorer at bf16 grading 800 px images; NF4 at 960 px with 1 reference and the detector at 5 and 36
-  # images a call (chosen after the twenty-seventh run, before any run of them; none of them in a committed record
-  # under the default allocator: bench/walls_fit.py rows() lists what the records hold). Chosen before the walls took
-  # the generators' reserve by reference count (activations_reserve_by_references): the first set to judge it.
+  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 NF4 at 960 px
+  # with 1 reference and a LoRA step at 864 px rank 32; NF4 at 512 px with 2 references; the scorer at bf16 grading
+  # 800 px images; NF4 at 768 px with 1 reference and the detector at 5 and 36 images a call (chosen after the
+  # twenty-eighth run, before any run of them; what the twenty-eighth left unrun, and NF4 512 px with 2 references
+  # and 768 px with 1; none of them in a committed record under the default allocator: bench/walls_fit.py rows()
+  # lists what the records hold). The reserve by reference count's second judgement, after its refit.
+  # The twenty-eighth run's (chosen in 1728254; on an H100, 3 of 9 run): NF4 640 px (1 reference) with LoRA 672 px
+  # r16, NF4 896 px (2) (its LoRA 864 px r32 cut off), and, not run, the scorer at bf16 grading 800 px, NF4 960 px (1)
+  # with the detector at 5 and 36 images a call.
   # The twenty-seventh run's (chosen in 423cc6a; run on an H100 80GB HBM3): NF4 704 px (1 reference) with LoRA 480 px
   # r16, bf16 640 px (2) with LoRA 800 px r32, the scorer at NF4 grading 704 px, bf16 832 px (1) with the detector at
   # 10 and 28 images a call.
@@ -269,14 +272,14 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
   local common=("${base[@]}" --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 640 --items 1 --references 1 --omnigen2-precisions nf4 \
-    --lora-steps bf16:precomputed:672:16
-  python3 bench/sizing_gpu.py "${common[@]}" --size 896 --items 1 --references 2 --omnigen2-precisions nf4 \
+  python3 bench/sizing_gpu.py "${common[@]}" --size 960 --items 1 --references 1 --omnigen2-precisions nf4 \
     --lora-steps bf16:precomputed:864:32
+  python3 bench/sizing_gpu.py "${common[@]}" --size 512 --items 1 --references 2 --omnigen2-precisions nf4 \
+    --lora-steps
   python3 bench/sizing_gpu.py "${common[@]}" --size 800 --items 1 --omnigen2-precisions --lora-steps \
     --scorer-precisions bf16 --scorer-max-new-tokens 48
   # the detector last: its sizing model is built in $work by bench/sizing_gpu.py
-  python3 bench/sizing_gpu.py "${base[@]}" --size 960 --items 1 --references 1 --omnigen2-precisions nf4 --lora-steps \
+  python3 bench/sizing_gpu.py "${base[@]}" --size 768 --items 1 --references 1 --omnigen2-precisions nf4 --lora-steps \
     --detector-batches 5 36
 }
 
