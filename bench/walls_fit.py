@@ -457,9 +457,10 @@ def model_gib(row: dict, f: dict) -> float:
 def _per_act(row: dict, f: dict) -> float:
     """The activations reserve overheads `f` give the record's process: a generator's by its reference count where
     `f` has one for it (fourloops.asks.overhead)."""
-    by_refs = f.get("activations_reserve_by_references") or {}
+    from fourloops.asks import overhead
+
     refs = (row.get("config") or {}).get("references") if row.get("component") == "generator" else None
-    return by_refs.get(refs, f["activations_reserve"])
+    return overhead({"process_overhead": {"kind": f}}, "kind", references=refs)[1]
 
 
 # The generator kinds whose pool keeps less of a pass with fewer reference images (OmniGen2 NF4: 0.39-0.43 of the

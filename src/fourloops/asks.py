@@ -408,11 +408,17 @@ def overhead(facts: dict, kind: str, size: int | None = None,
     count's reserve for a job of `references`; a count it does not list, the kind's `activations_reserve`."""
     over = (facts.get("process_overhead") or {}).get(kind) or {}
     per_act = float(over.get("activations_reserve", facts.get("activations_reserve", 0.0)))
-    by_refs = over.get("activations_reserve_by_references") or {}
-    if references is not None and int(references) in by_refs:
-        per_act = float(by_refs[int(references)])
+    if by_references(facts, kind, references):
+        per_act = float(over["activations_reserve_by_references"][int(references)])
     return (float(over.get("allocator_reserve", facts.get("allocator_reserve", 0.0))), per_act,
             context_gib(over, size, float(facts.get("cuda_context_gib", 0.0))))
+
+
+def by_references(facts: dict, kind: str, references: int | None) -> bool:
+    """Whether a kind's process with `references` reference images takes its count's own activations reserve
+    (models.yaml `activations_reserve_by_references`) rather than the kind's."""
+    over = (facts.get("process_overhead") or {}).get(kind) or {}
+    return references is not None and int(references) in (over.get("activations_reserve_by_references") or {})
 
 
 def context_gib(over: dict, size: int | None, default: float = 0.0) -> float:
@@ -433,8 +439,7 @@ def with_context(facts: dict, fig: Figure, kind: str = "inference", *, weights_g
     generator's pass with `references` reference images where the kind's reserve depends on them)."""
     reserve, per_act, ctx = overhead(facts, kind, size, references)
     act = max(0.0, fig.value - weights_gib)
-    by_refs = ((facts.get("process_overhead") or {}).get(kind) or {}).get("activations_reserve_by_references") or {}
-    refs = f" ({references} reference(s))" if references is not None and int(references) in by_refs else ""
+    refs = f" ({references} reference(s))" if by_references(facts, kind, references) else ""
     return Figure(fig.value * (1 + reserve) + act * per_act + ctx,
                   f"{fig.source} + {kind} process: allocator reserve {reserve:.1%} + {per_act:.1%}{refs} of the "
                   f"{act:.2f} GiB over the weights + CUDA context {ctx:g} GiB")
