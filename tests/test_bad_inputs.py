@@ -24,12 +24,16 @@ CONFIG = REPO / "config" / "config.yaml"
 @functools.cache
 def whole_schema() -> Path:
     """The schema the workflow checks with: config/schema.yaml and each stage's slice (config/schema.d)."""
+    import atexit
     import json
+    import shutil
     import tempfile
 
     from fourloops.config import schema_with_slices
 
-    path = Path(tempfile.mkdtemp(prefix="fourloops-test-schema-")) / "schema.json"
+    directory = tempfile.mkdtemp(prefix="fourloops-test-schema-")
+    atexit.register(shutil.rmtree, directory, True)
+    path = Path(directory) / "schema.json"
     path.write_text(json.dumps(schema_with_slices(SCHEMA, REPO / "config" / "schema.d")))
     return path
 

@@ -131,7 +131,7 @@ def test_pod_jobs_remote_desk_jobs_local_bytes_identical_teardown_verified(built
     assert body["env"]["FOURLOOPS_MACHINE"] == "pod" and body["env"]["FOURLOOPS_FETCH_MODELS"] == "1"
     assert not runpod_standin.violations, runpod_standin.violations
     _no_secrets(work)
-    assert not any((tmp_path / "pod-state").glob("*.json"))  # the run's claim is released
+    assert list((tmp_path / "pod-state").iterdir()) == []  # the run's claim is released, its SSH keys removed
 
 
 def test_ssh_dies_mid_job_fails_terminates_then_rerun_completes(built_copy, runpod_standin, tmp_path):
@@ -175,10 +175,14 @@ def test_sigkill_leaves_an_orphan_that_reap_terminates(built_copy, runpod_standi
     proc.kill()
     proc.wait(30)
     assert [p["id"] for p in runpod_standin.listed()] == [pod_id]  # the orphan bills on
+    state = tmp_path / "pod-state"
+    (keys,) = state.glob("*.keys-*")  # the dead run's SSH private key, still on disk
+    assert (keys / "id_ed25519").is_file() and keys.stat().st_mode & 0o077 == 0
     client = runpod.Client(FAKE_SECRETS["RUNPOD_API_KEY"], runpod_standin.url)
-    results = pods.reap(client, "fourloops", tmp_path / "pod-state", timeout_s=60, poll_s=0.5, log=lambda m: None)
+    results = pods.reap(client, "fourloops", state, timeout_s=60, poll_s=0.5, log=lambda m: None)
     assert [td.pod_id for td in results] == [pod_id] and results[0].verified
     assert runpod_standin.listed() == []
+    assert list(state.iterdir()) == []  # the run's claim and its keys went with it
 
 
 def test_failed_remote_job_reports_the_remote_log_tail(built_copy, runpod_standin, tmp_path):

@@ -2,7 +2,9 @@
 
 Every run of the RunPod executor writes `<state dir>/<run id>.json` (default ~/.cache/fourloops/pods,
 override with FOURLOOPS_POD_STATE_DIR) holding its pid, host, the pods it created and a heartbeat that a
-thread refreshes while the run lives. A pod whose name carries our prefix is an orphan when no state file
+thread refreshes while the run lives, and beside it `<run id>.keys-*/`, the run's own SSH key pair (mode 0700),
+removed when the run ends. A run killed with SIGKILL leaves both; `fourloops pods reap`, finding the run dead,
+removes them. A pod whose name carries our prefix is an orphan when no state file
 claims it, or when its run's pid is dead on this host, or when the heartbeat is older than `stale_s`.
 """
 
@@ -49,11 +51,27 @@ class RunRecord:
         self.pods.pop(pod_id, None)
         self.write()
 
+    def keydir(self) -> Path:
+        """A fresh directory (0700) for the run's SSH key pair, beside its state file."""
+        import tempfile
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f"{self.run_id}.keys-", dir=self.path.parent))
+
     def close(self) -> None:
         try:
             self.path.unlink()
         except FileNotFoundError:
             pass
+
+
+def forget(record: Path) -> None:
+    """A dead run's state file and its SSH keys."""
+    import shutil
+
+    for keys in record.parent.glob(f"{record.stem}.keys-*"):
+        shutil.rmtree(keys, ignore_errors=True)
+    record.unlink(missing_ok=True)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -82,7 +100,7 @@ def live_owned(directory: Path | None = None, stale_s: float = STALE_S) -> set[s
         if alive:
             owned.update(rec.get("pods", {}))
         else:
-            f.unlink(missing_ok=True)  # the run is dead: its claim is void
+            forget(f)  # the run is dead: its claim is void, its keys open nothing it still needs
     return owned
 
 

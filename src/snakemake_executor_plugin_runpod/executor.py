@@ -35,7 +35,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -124,7 +123,7 @@ class Executor(RemoteExecutor):
         self.client = runpod.Client(key.value, self.settings.api_url, timeout=30)
         self.record = RunRecord(self.run_id)
         self.record.write()
-        self.keydir = Path(tempfile.mkdtemp(prefix=f"fourloops-runpod-{self.run_id}-"))
+        self.keydir = self.record.keydir()
         keyfile = self.keydir / "id_ed25519"
         subprocess.run(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"fourloops-{self.run_id}", "-f", str(keyfile)],
