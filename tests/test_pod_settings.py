@@ -171,3 +171,12 @@ def test_resource_value_unwraps_rule_and_job_resources():
     job = ResourceList(fromdict={"profile": "desk"})
     assert machines.resource_value(job, "profile") == "desk" and machines.resource_value(job, "gpu", 0) == 0
     assert machines.resource_value(None, "profile", "desk") == "desk"
+
+
+def test_the_status_checks_run_every_second_from_the_first():
+    """RemoteExecutor starts its status thread before __post_init__; its first sleep must not be Snakemake's 10 s
+    default (each run's first job waited it out)."""
+    from snakemake_executor_plugin_runpod.executor import Executor
+
+    bare = object.__new__(Executor)  # what the status thread sees while __post_init__ still runs
+    assert bare.next_seconds_between_status_checks == 1

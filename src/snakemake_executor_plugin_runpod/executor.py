@@ -100,6 +100,16 @@ def on_pod(desk_command: str, basedir: Path, pod: Pod, python_template: str) -> 
 
 
 class Executor(RemoteExecutor):
+    # A status check reads this process's own futures (no API call), so it runs every second from the first. A class
+    # property, not a value set in __post_init__: RemoteExecutor starts its status thread before __post_init__, whose
+    # first sleep read Snakemake's default of 10 s while __post_init__ was still running, and the run's first job
+    # waited out those 10 s (every pod test paid them).
+    STATUS_CHECK_S = 1
+
+    @property
+    def next_seconds_between_status_checks(self):
+        return self.STATUS_CHECK_S
+
     def __post_init__(self):
         # The key first: without one, nothing is started or written.
         try:
@@ -145,7 +155,6 @@ class Executor(RemoteExecutor):
         self.job_rank: dict[str, int] = {}  # pod job output -> its model's place in the download order
         self.forecast, self.fetch_models = self._forecast()
         self.jobs = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.settings.pool_size) * 2)
-        self.next_seconds_between_status_checks = 1
         self.last_pod_job_end: float | None = None
         self.last_teardown_verified: float | None = None
         self._done = False
