@@ -594,6 +594,14 @@ def _heldout_run(name: str, run: Path, commit: str, before: str, *folders: str,
             "folders": tuple(run / f for f in folders or ("heldout/records",)), "chosen": chosen}
 
 
+def _refit_after(previous: str, also: str = "") -> str:
+    """A run's `before` when config/models.yaml was the refit on every default-allocator record of the runs before
+    it, `previous`'s held-out probes the last."""
+    return (f"refit on every default-allocator record of the runs before it, the {previous}'s held-out probes "
+            f"included, in-sample there{also}")
+
+
+_BY_REFERENCES = ", with the generators' reserve by reference count"
 _SIZING_PROBES = "sizing/results/probe/h200"
 HELDOUT_RUNS = (
     _heldout_run("third", _RUN3, "cc2b805",
@@ -623,12 +631,10 @@ HELDOUT_RUNS = (
                  "allocators' records, in-sample there"),
     # the refit on the eighteenth's records judged at once, on the same session's device minutes (chosen in 2612e86)
     _heldout_run("nineteenth", _RUN19, "2612e86",
-                 "refit on every default-allocator record of the runs before it, the eighteenth's held-out probes "
-                 "included, in-sample there"),
+                 _refit_after("eighteenth")),
     # the session's last 328 device seconds (chosen in 5842530): 4 of its 6 configurations ran before the call's limit
     _heldout_run("twentieth", _RUN20, "3f9d288",
-                 "refit on every default-allocator record of the runs before it, the nineteenth's held-out probes "
-                 "included, in-sample there"),
+                 _refit_after("nineteenth")),
     # the configurations chosen for the twentieth's last pair and after it (8c2caba), and the scorer at NF4 grading
     # 1024 px with Qwen's token counts (814ba6b) and the floors (f765979..40d8e94)
     _heldout_run("twenty-first", _RUN21, "c4b8144",
@@ -647,14 +653,12 @@ HELDOUT_RUNS = (
     # chosen in 121c250, after the twenty-third's and twenty-fourth's refit; run on 2026-12-05 at 6790ada, whose
     # config/models.yaml is 121c250's facts unchanged
     _heldout_run("twenty-fifth", _RUN25, "6790ada",
-                 "refit on every default-allocator record of the runs before it, the twenty-third's held-out probes "
-                 "included, in-sample there"),
+                 _refit_after("twenty-third")),
     # chosen after the twenty-fifth's refit (committed in 4dc3ac7 and 5fdd309, before 40e5dca, whose config/models.yaml
     # judged it); run on an NVIDIA H100 80GB HBM3 (no H200 was lent that session): another card as well as other
     # configurations, the same driver and torch as the H200 runs
     _heldout_run("twenty-sixth (H100)", _RUN26, "40e5dca",
-                 "refit on every default-allocator record of the runs before it, the twenty-fifth's held-out probes "
-                 "included, in-sample there; every record before it an H200's"),
+                 _refit_after("twenty-fifth", "; every record before it an H200's")),
     # chosen after the twenty-sixth's refit (committed in 423cc6a, the detector's arguments mended in 4ad07fb, whose
     # config/models.yaml, the twenty-sixth's refit, judged it); run on an NVIDIA H100 80GB HBM3 again
     _heldout_run("twenty-seventh (H100)", _RUN27, "4ad07fb",
@@ -664,23 +668,19 @@ HELDOUT_RUNS = (
     # reference count (9b88747, whose config/models.yaml judged it); run on an H100 on the session's last device
     # seconds: 3 of its 9 configurations (OmniGen2 NF4 640 px with 1 reference and 896 px with 2, LoRA 672 px r16)
     _heldout_run("twenty-eighth (H100)", _RUN28, "9b88747",
-                 "refit on every default-allocator record of the runs before it, the twenty-seventh's held-out probes "
-                 "included, in-sample there, with the generators' reserve by reference count"),
+                 _refit_after("twenty-seventh", _BY_REFERENCES)),
     # chosen after the twenty-eighth's refit (committed in 72690df; 35ef3d1, whose config/models.yaml is 72690df's
     # facts unchanged, judged it); run on an H100
     _heldout_run("twenty-ninth (H100)", _RUN29, "35ef3d1",
-                 "refit on every default-allocator record of the runs before it, the twenty-eighth's held-out probes "
-                 "included, in-sample there, with the generators' reserve by reference count"),
+                 _refit_after("twenty-eighth", _BY_REFERENCES)),
     # chosen after the twenty-ninth's refit (committed in db1d76b, whose config/models.yaml judged it; no fact had
     # moved since 72690df); run on an H100
     _heldout_run("thirtieth (H100)", _RUN30, "db1d76b",
-                 "refit on every default-allocator record of the runs before it, the twenty-ninth's held-out probes "
-                 "included, in-sample there, with the generators' reserve by reference count"),
+                 _refit_after("twenty-ninth", _BY_REFERENCES)),
     # chosen after the thirtieth's refit (committed in b2d7299, whose config/models.yaml judged it; no fact had moved
     # since 72690df); run on an H100 on the session's last device minutes
     _heldout_run("thirty-first (H100)", _RUN31, "b2d7299",
-                 "refit on every default-allocator record of the runs before it, the thirtieth's held-out probes "
-                 "included, in-sample there, with the generators' reserve by reference count"),
+                 _refit_after("thirtieth", _BY_REFERENCES)),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh

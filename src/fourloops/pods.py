@@ -14,8 +14,10 @@ import argparse
 import datetime as dt
 import json
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,8 +55,6 @@ class RunRecord:
 
     def keydir(self) -> Path:
         """A fresh directory (0700) for the run's SSH key pair, beside its state file."""
-        import tempfile
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f"{self.run_id}.keys-", dir=self.path.parent))
 
@@ -67,8 +67,6 @@ class RunRecord:
 
 def forget(record: Path) -> None:
     """A dead run's state file and its SSH keys."""
-    import shutil
-
     for keys in record.parent.glob(f"{record.stem}.keys-*"):
         shutil.rmtree(keys, ignore_errors=True)
     record.unlink(missing_ok=True)
