@@ -232,12 +232,15 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-05, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
-  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process): OmniGen2 NF4 at 512 px
-  # with 1 reference (the smallest size, where the 1-reference step was exceeded twice: 640 and 576 px) and a LoRA
-  # step at 992 px rank 8; NF4 at 704 px with 2 references; bf16 at 800 px with 2; the scorer at bf16 grading 576 px
-  # images; bf16 at 928 px with 3 references and the detector at 11 and 52 images a call (chosen after the
-  # thirty-first run's refit, before any run of them; none of them in a committed record under the default
+  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), to judge the pool's floor
+  # under the generators' reserve (activations_floor_gib, chosen after the thirty-second run): OmniGen2 at 448 px with
+  # 1 reference, NF4 and bf16 (below the activation tables' smallest size, whose activations scale down and the floor
+  # holds); NF4 at 544 px with 1 reference; bf16 at 544 px with 2; NF4 at 608 px with 2; NF4 at 992 px with 1 (a large
+  # pass the floor's smaller step asks less of); bf16 at 384 px with 3 and NF4 at 384 px with 2 (chosen after the
+  # thirty-second run's refit, before any run of them; none of them in a committed record under the default
   # allocator: bench/walls_fit.py rows() lists what the records hold).
+  # The thirty-second run's (chosen in 1aecbd6; on an H100): NF4 512 px (1 reference) with LoRA 992 px r8, NF4 704 px
+  # (2), bf16 800 px (2), the scorer at bf16 grading 576 px, bf16 928 px (3) with the detector at 11 and 52 images.
   # The thirty-first run's (chosen in b2d7299; on an H100): NF4 576 px (1 reference) with LoRA 608 px r8, the detector
   # at 7 and 9 images a call.
   # The thirtieth run's (chosen in db1d76b; on an H100): bf16 576 px (3 references) with LoRA 736 px r16, NF4 832 px
@@ -277,18 +280,14 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
-  local common=("${base[@]}" --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 512 --items 1 --references 1 --omnigen2-precisions nf4 \
-    --lora-steps bf16:precomputed:992:8
-  python3 bench/sizing_gpu.py "${common[@]}" --size 704 --items 1 --references 2 --omnigen2-precisions nf4 \
-    --lora-steps
-  python3 bench/sizing_gpu.py "${common[@]}" --size 800 --items 1 --references 2 --omnigen2-precisions bf16 \
-    --lora-steps
-  python3 bench/sizing_gpu.py "${common[@]}" --size 576 --items 1 --omnigen2-precisions --lora-steps \
-    --scorer-precisions bf16 --scorer-max-new-tokens 48
-  # the detector last: its sizing model is built in $work by bench/sizing_gpu.py
-  python3 bench/sizing_gpu.py "${base[@]}" --size 928 --items 1 --references 3 --omnigen2-precisions bf16 --lora-steps \
-    --detector-batches 11 52
+  local common=("${base[@]}" --no-detector --lora-steps)
+  python3 bench/sizing_gpu.py "${common[@]}" --size 448 --items 1 --references 1 --omnigen2-precisions nf4 bf16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 544 --items 1 --references 1 --omnigen2-precisions nf4
+  python3 bench/sizing_gpu.py "${common[@]}" --size 544 --items 1 --references 2 --omnigen2-precisions bf16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 608 --items 1 --references 2 --omnigen2-precisions nf4
+  python3 bench/sizing_gpu.py "${common[@]}" --size 992 --items 1 --references 1 --omnigen2-precisions nf4
+  python3 bench/sizing_gpu.py "${common[@]}" --size 384 --items 1 --references 3 --omnigen2-precisions bf16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 384 --items 1 --references 2 --omnigen2-precisions nf4
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed

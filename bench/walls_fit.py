@@ -17,11 +17,11 @@ reserved - allocated (NVML - allocated - context where a record has no pool figu
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
 Held out (HELDOUT_RUNS): each of the third to eighth, the eighteenth to twenty-third, the twenty-fifth, the
-twenty-sixth to the thirty-first (an H100's) runs' probes (the default
+twenty-sixth to the thirty-second (an H100's) runs' probes (the default
 allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
 at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
 two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
-d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca, 4ad07fb, 9b88747, 35ef3d1, db1d76b and b2d7299, each fitted on every default-allocator record of the runs before it).
+d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca, 4ad07fb, 9b88747, 35ef3d1, db1d76b, b2d7299 and 36045b4, each fitted on every default-allocator record of the runs before it).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
@@ -450,17 +450,18 @@ def fit_build(brows: list[dict]) -> dict:
 
 
 def model_gib(row: dict, f: dict) -> float:
-    return (row["allocated"] * (1 + f["allocator_reserve"]) + max(0.0, row["allocated"] - row["weights"])
-            * _per_act(row, f) + _context(row, f))
+    return row["allocated"] * (1 + f["allocator_reserve"]) + _kept(row, f) + _context(row, f)
 
 
-def _per_act(row: dict, f: dict) -> float:
-    """The activations reserve overheads `f` give the record's process: a generator's by its reference count where
-    `f` has one for it (fourloops.asks.overhead)."""
-    from fourloops.asks import overhead
+def _kept(row: dict, f: dict) -> float:
+    """What overheads `f` give the record's pool of its pass over the weights: the activations reserve's share, a
+    generator's by its reference count where `f` has one for it, or the kind's floor where more
+    (fourloops.asks.activations_kept)."""
+    from fourloops.asks import activations_kept
 
     refs = (row.get("config") or {}).get("references") if row.get("component") == "generator" else None
-    return overhead({"process_overhead": {"kind": f}}, "kind", references=refs)[1]
+    return activations_kept({"process_overhead": {"kind": f}}, "kind", max(0.0, row["allocated"] - row["weights"]),
+                            refs)[0]
 
 
 # The generator kinds whose pool keeps less of a pass with fewer reference images (OmniGen2 NF4: 0.39-0.43 of the
@@ -493,14 +494,48 @@ def by_references(recs: list[dict], f: dict) -> dict[int, float]:
     return {n: _up(f["activations_reserve"] - step * (most - n), 3) for n in range(1, most)}
 
 
+def by_references_floored(recs: list[dict], f: dict) -> tuple[dict[int, float], float]:
+    """A generator kind's reserve per reference count and the pool's floor under it: one step per reference fewer
+    (as by_references) and the least floor (`activations_floor_gib`, rounded up) covering every record the step's
+    reserve leaves uncovered, the step (0.001 apart, 0 to the kind's reserve) whose asks hold the least slack over
+    the records. The records show why: at 1 reference OmniGen2 NF4's pool kept 0.44 GiB of a 0.67 GiB pass at 512 px
+    and 0.96 of 2.45 at 1024, a share that falls as the pass grows, which a step alone covers only by over-asking the
+    large passes (chosen after the thirty-second run's NF4 512 px with 1 reference, asked 0.995 of the driver by the
+    step alone). ({}, 0.0) where no record has fewer references than the most."""
+    gen = [r for r in recs if r["component"] == "generator" and r["config"].get("references")
+           and r["allocated"] > r["weights"]]
+    most = max([r["config"]["references"] for r in gen] + [0])
+    if not any(r["config"]["references"] < most for r in gen):
+        return {}, 0.0
+    reserve = f["activations_reserve"]
+    points = []  # (references, activations, slack over the allocator's reserve)
+    for r in gen:
+        slack = (r["reserved"] if r["reserved"] is not None else r["nvml"] - _context(r, f)) - r["allocated"]
+        points.append((r["config"]["references"], r["allocated"] - r["weights"],
+                       slack - r["allocated"] * f["allocator_reserve"]))
+    best = None
+    for i in range(int(reserve * 1000) + 1):
+        per = {n: _up(max(0.0, reserve - i / 1000 * (most - n)), 3) for n in range(1, most)}
+        share = [(act * per.get(n, reserve), need) for n, act, need in points]
+        floor = _up(max([0.0] + [need for kept, need in share if kept < need]), 2)
+        total = sum(max(kept, floor) for kept, _ in share)
+        if best is None or total < best[0] - 1e-12:
+            best = (total, per, floor)
+    return best[1], best[2]
+
+
 def fit_with_references(all_rows: list[dict], steps: dict[str, int] | None = None) -> dict:
-    """`fit`, and each generator kind's reserve by reference count (by_references) on its in-sample records."""
+    """`fit`, and each generator kind's reserve by reference count and the pool's floor (by_references_floored) on
+    its in-sample records."""
     facts = fit(all_rows, steps)
     for kind in GENERATOR_KINDS:
         if kind in facts:
-            refs = by_references([r for r in all_rows if r["kind"] == kind and r["sample"] == "in-sample"], facts[kind])
+            refs, floor = by_references_floored(
+                [r for r in all_rows if r["kind"] == kind and r["sample"] == "in-sample"], facts[kind])
             if refs:
                 facts[kind]["activations_reserve_by_references"] = refs
+            if floor:
+                facts[kind]["activations_floor_gib"] = floor
     return facts
 
 
@@ -535,6 +570,40 @@ def references_lines() -> list[str]:
         runs.append((f"{run['name']} run, {len(held)} generator configurations ({fitted_text})", held, facts,
                      with_refs))
     return _judged(runs, "reserve by references", ranges=True)
+
+
+def floor_lines() -> list[str]:
+    """Each run's held-out generator probes asked by the facts that run was asked with, its generator kinds' reserve
+    by reference count refitted on the records before that run alone: by the step alone (by_references) and by the
+    step with the pool's floor (by_references_floored). The floor's own held-out judgement."""
+    import copy
+
+    runs = []
+    for run in HELDOUT_RUNS:
+        held = [r for r in heldout_rows(run) if r["component"] == "generator" and r["kind"] in GENERATOR_KINDS]
+        if not held:
+            continue
+        before = rows_before(run)
+        for r in before:
+            r["weights"] = weights_of(r)
+        facts = copy.deepcopy(_facts(run["models_before"]))
+        floored = copy.deepcopy(facts)
+        taken = []
+        for kind in GENERATOR_KINDS:
+            over = facts["process_overhead"][kind]
+            over.pop("activations_floor_gib", None)
+            f = {k: over[k] for k in ("allocator_reserve", "activations_reserve", "cuda_context_gib")}
+            inn = [r for r in before if r["kind"] == kind and r["sample"] == "in-sample"]
+            over["activations_reserve_by_references"] = by_references(inn, f)
+            per, floor = by_references_floored(inn, f)
+            floored["process_overhead"][kind].update(activations_reserve_by_references=per, activations_floor_gib=floor)
+            taken.append(f"{kind} " + (", ".join(f"{n}: {v:.3f}" for n, v in per.items()) or "none")
+                         + f", floor {floor:.2f} GiB")
+        for r in held:
+            r["weights"] = weights_of(r, facts)
+        runs.append((f"{run['name']} run, {len(held)} generator configurations ({'; '.join(taken)})", held, facts,
+                     floored))
+    return _judged(runs, "floor", ranges=True)
 
 
 def scorer_rows() -> list[dict]:
@@ -582,6 +651,7 @@ _RUN28 = RESULTS / "gpu-run-h100-2026-12-05-run28"
 _RUN29 = RESULTS / "gpu-run-h100-2026-12-05-run29"
 _RUN30 = RESULTS / "gpu-run-h100-2026-12-05-run30"
 _RUN31 = RESULTS / "gpu-run-h100-2026-12-05-run31"
+_RUN32 = RESULTS / "gpu-run-h100-2026-12-05-run32"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -681,6 +751,10 @@ HELDOUT_RUNS = (
     # since 72690df); run on an H100 on the session's last device minutes
     _heldout_run("thirty-first (H100)", _RUN31, "b2d7299",
                  _refit_after("thirtieth", _BY_REFERENCES)),
+    # chosen after the thirty-first's refit (committed in 1aecbd6; 36045b4, whose config/models.yaml is 07c7400's
+    # refit unchanged, judged it); run on an H100
+    _heldout_run("thirty-second (H100)", _RUN32, "36045b4",
+                 _refit_after("thirty-first", _BY_REFERENCES)),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh
@@ -1072,7 +1146,7 @@ def table() -> str:
     lines = ["# What the driver sees of a GPU process, per kind: fitted on some H200 records, judged on others",
              "",
              "Made by `.venv/bin/python bench/walls_fit.py --write` from the committed raw records (NVIDIA H200, driver "
-             "580.159.04, torch 2.11.0+cu130; the twenty-sixth to thirty-first runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
+             "580.159.04, torch 2.11.0+cu130; the twenty-sixth to thirty-second runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
              "the same driver and torch; random weights at the real shapes). NVML = the process as the driver saw "
              "it; weights = the resident weights config/models.yaml gives for the configuration; model = allocated x "
              "(1 + allocator_reserve) + (allocated - weights) x activations_reserve + cuda_context_gib of its kind; "
@@ -1165,6 +1239,17 @@ def table() -> str:
               "the facts that run was asked with, without and with the step fitted on the records before that run "
               "(wall ask/NVML - 1):", ""]
     lines += references_lines()
+    lines += ["", "## A floor under the generators' pool: the step with a floor, fitted on the records before each run",
+              "", "At 1 reference OmniGen2's pool kept a share of a pass that falls as the pass grows (NF4: 0.66 of "
+              "its activations at 512 px, 0.39 at 1024; bf16 over its allocator reserve 0.69 and 0.43): a step alone "
+              "is set by the smallest pass and over-asks the large ones, and a size below the smallest measured, "
+              "whose activations scale down, would take less than the pool keeps. The walls' form since the "
+              "thirty-second run: the pool keeps the larger of the count's share and a floor per kind "
+              "(`activations_floor_gib`; `by_references_floored`: the least floor covering every record the step "
+              "leaves uncovered, the step whose asks hold the least slack over the records). Each run's held-out "
+              "generator probes asked by the facts that run was asked with, the step refitted on the records before "
+              "that run, without and with the floor (wall ask/NVML - 1):", ""]
+    lines += floor_lines()
     lines += ["", "## RAM: each record's peak resident memory against the RAM wall's ask", "",
               "The ask (fourloops.asks, config/models.yaml): the largest component mapped in bf16 + the host process + "
               "any component cast in host memory. Its form was chosen after Qwen-Image-Edit's NF4 load of the third "

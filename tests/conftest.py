@@ -28,14 +28,16 @@ def driver_sees(peak: float, weights: float, kind: str = "inference", size: int 
     """What the walls ask for a torch peak of which `weights` GiB are resident weights, as the README and
     config/models.yaml state it: the pool's reserve of the peak and of the pass over the weights, then the CUDA
     context, per kind of process (`process_overhead`; a kind's `context_step` from its resolution on, at `size` px;
-    a generator kind's `activations_reserve_by_references` for a pass with `references` reference images)."""
+    a generator kind's `activations_reserve_by_references` for a pass with `references` reference images, and its
+    `activations_floor_gib` where the pool keeps more than that share)."""
     import yaml
 
     over = yaml.safe_load((REPO / "config" / "models.yaml").read_text())["process_overhead"][kind]
     step = over.get("context_step")
     ctx = step["cuda_context_gib"] if step and size is not None and size >= step["from_px"] else over["cuda_context_gib"]
     per_act = (over.get("activations_reserve_by_references") or {}).get(references, over["activations_reserve"])
-    return peak * (1 + over["allocator_reserve"]) + max(0.0, peak - weights) * per_act + ctx
+    kept = max(max(0.0, peak - weights) * per_act, over.get("activations_floor_gib", 0.0))  # the pool's floor
+    return peak * (1 + over["allocator_reserve"]) + kept + ctx
 
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -268,7 +268,7 @@ def test_models_yaml_holds_the_overheads_and_per_token_figure_the_records_give(w
     assert {k: FACTS[k] for k in keys} == {k: fitted["process_overhead"]["inference"][k] for k in keys}
     assert set(FACTS["process_overhead"]) == set(fitted["process_overhead"])
     # the training context from 384 px on (walls_fit.CONTEXT_STEPS); a generator kind's reserve by references
-    stepped = keys + ("context_step", "activations_reserve_by_references")
+    stepped = keys + ("context_step", "activations_reserve_by_references", "activations_floor_gib")
     for kind, got in fitted["process_overhead"].items():
         assert FACTS["process_overhead"][kind] == {k: got[k] for k in stepped if k in got}, kind
     assert {kind: {k: got[k] for k in stepped if k in got} for kind, got in
@@ -398,12 +398,14 @@ def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_f
     measured = " ".join((REPO / "docs" / "measured.md").read_text().split())  # the README points there for the rest
     assert len(bounded) == len(walls_fit.HELDOUT_RUNS) and all(q in measured for q in bounded), bounded
     # and the forms judged the same way: the two tighter ones the walls did not take (an NF4 offset, an envelope per
-    # reference count) and the reserve by references they took; their summary lines as the table has them
+    # reference count), the reserve by references they took and the floor under it; their summary lines as the table
+    # has them
     table = walls_fit.TABLE.read_text().splitlines()
     forms = [line[2:] for line in table if line.startswith(("- all: ", "- one reserve per kind:",
                                                               "- a reserve per reference count:"))]
-    assert len(forms) == 4 and all(q in measured for q in forms), forms
+    assert len(forms) == 5 and all(q in measured for q in forms), forms
     assert [q for q in forms if q.startswith("all: without the reserve by references")]
+    assert [q for q in forms if q.startswith("all: without the floor")]
     assert all(q in measured for q in quoted) and "`docs/measured.md`" in readme
     # the record count docs/measured.md gives today's fit is the table's
     (n,) = re.findall(r"^- in-sample records: (\d+),", walls_fit.TABLE.read_text(), re.M)

@@ -439,10 +439,23 @@ def with_context(facts: dict, fig: Figure, kind: str = "inference", *, weights_g
     generator's pass with `references` reference images where the kind's reserve depends on them)."""
     reserve, per_act, ctx = overhead(facts, kind, size, references)
     act = max(0.0, fig.value - weights_gib)
+    kept, floor = activations_kept(facts, kind, act, references)
     refs = f" ({references} reference(s))" if by_references(facts, kind, references) else ""
-    return Figure(fig.value * (1 + reserve) + act * per_act + ctx,
-                  f"{fig.source} + {kind} process: allocator reserve {reserve:.1%} + {per_act:.1%}{refs} of the "
-                  f"{act:.2f} GiB over the weights + CUDA context {ctx:g} GiB")
+    held = f"{per_act:.1%}{refs} of the {act:.2f} GiB over the weights"
+    if floor > act * per_act:
+        held = f"the pool's floor {floor:g} GiB (over {held})"
+    return Figure(fig.value * (1 + reserve) + kept + ctx,
+                  f"{fig.source} + {kind} process: allocator reserve {reserve:.1%} + {held} + CUDA context {ctx:g} GiB")
+
+
+def activations_kept(facts: dict, kind: str, act: float, references: int | None = None) -> tuple[float, float]:
+    """(GiB, floor GiB): what a kind's pool keeps of a pass's `act` GiB of activations, its activations reserve's
+    share (by `references` where the kind has one per count) or, where more, the kind's `activations_floor_gib`:
+    a generator's pool keeps a few hundred MiB however small the pass (OmniGen2 NF4 at 512 px with 1 reference kept
+    0.44 GiB of a 0.67 GiB pass, 0.96 of 2.45 at 1024 px)."""
+    over = (facts.get("process_overhead") or {}).get(kind) or {}
+    floor = float(over.get("activations_floor_gib", 0.0))
+    return max(act * overhead(facts, kind, None, references)[1], floor), floor
 
 
 def weights_gib(facts: dict, model_name: str, dtype: str, resident: list[str] | None = None) -> float:
