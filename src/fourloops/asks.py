@@ -443,7 +443,7 @@ def with_context(facts: dict, fig: Figure, kind: str = "inference", *, weights_g
     refs = f" ({references} reference(s))" if by_references(facts, kind, references) else ""
     held = f"{per_act:.1%}{refs} of the {act:.2f} GiB over the weights"
     if floor > act * per_act:
-        held = f"the pool's floor {floor:g} GiB (over {held})"
+        held = f"the pool's floor {floor:g} GiB (more than {held})"
     return Figure(fig.value * (1 + reserve) + kept + ctx,
                   f"{fig.source} + {kind} process: allocator reserve {reserve:.1%} + {held} + CUDA context {ctx:g} GiB")
 
