@@ -1149,7 +1149,8 @@ def table() -> str:
              "580.159.04, torch 2.11.0+cu130; the twenty-sixth to thirty-second runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
              "the same driver and torch; random weights at the real shapes). NVML = the process as the driver saw "
              "it; weights = the resident weights config/models.yaml gives for the configuration; model = allocated x "
-             "(1 + allocator_reserve) + (allocated - weights) x activations_reserve + cuda_context_gib of its kind; "
+             "(1 + allocator_reserve) + (allocated - weights) x activations_reserve (a generator's by reference count, at "
+             "least its activations_floor_gib) + cuda_context_gib of its kind; "
              "ask = the wall's VRAM ask for that configuration from config/models.yaml alone (no probe, no provenance).",
              "",
              "## In-sample: every committed record, with the facts config/models.yaml holds now", "",
