@@ -469,6 +469,18 @@ def _kept(row: dict, f: dict) -> float:
 GENERATOR_KINDS = ("inference", "nf4")
 
 
+def _generator_points(recs: list[dict], f: dict) -> tuple[int, list[tuple[int, float, float]]]:
+    """The most references the generator records hold, and each record's (references, activations GiB, pool slack
+    over overheads `f`'s allocator reserve, as `fit` measures it: reserved - allocated x (1 + allocator_reserve))."""
+    points = []
+    for r in recs:
+        if r["component"] == "generator" and r["config"].get("references") and r["allocated"] > r["weights"]:
+            slack = (r["reserved"] if r["reserved"] is not None else r["nvml"] - _context(r, f)) - r["allocated"]
+            points.append((r["config"]["references"], r["allocated"] - r["weights"],
+                           slack - r["allocated"] * f["allocator_reserve"]))
+    return max([refs for refs, _, _ in points] + [0]), points
+
+
 def by_references(recs: list[dict], f: dict) -> dict[int, float]:
     """A generator kind's activations reserve per reference count below the most its records hold: the kind's
     reserve (the envelope, set by the most references) less one step per reference fewer, the largest step (rounded
@@ -476,18 +488,8 @@ def by_references(recs: list[dict], f: dict) -> dict[int, float]:
     reserved - allocated x (1 + allocator_reserve) <= (allocated - weights) x the count's reserve. One step for
     every count, not an envelope per count: fitted apart, each count's envelope rests on a few records and a new
     configuration exceeds it (per_reference_lines). {} where no record has fewer references than the most."""
-    gen = [r for r in recs if r["component"] == "generator" and r["config"].get("references")
-           and r["allocated"] > r["weights"]]
-    if not gen:
-        return {}
-    most = max(r["config"]["references"] for r in gen)
-    steps = []
-    for r in gen:
-        refs = r["config"]["references"]
-        if refs < most:
-            slack = (r["reserved"] if r["reserved"] is not None else r["nvml"] - _context(r, f)) - r["allocated"]
-            need = (slack - r["allocated"] * f["allocator_reserve"]) / (r["allocated"] - r["weights"])
-            steps.append((f["activations_reserve"] - need) / (most - refs))
+    most, points = _generator_points(recs, f)
+    steps = [(f["activations_reserve"] - need / act) / (most - refs) for refs, act, need in points if refs < most]
     if not steps:
         return {}
     step = math.floor(max(0.0, min(steps)) * 1000 + 1e-9) / 1000
@@ -502,17 +504,10 @@ def by_references_floored(recs: list[dict], f: dict) -> tuple[dict[int, float], 
     and 0.96 of 2.45 at 1024, a share that falls as the pass grows, which a step alone covers only by over-asking the
     large passes (chosen after the thirty-second run's NF4 512 px with 1 reference, asked 0.995 of the driver by the
     step alone). ({}, 0.0) where no record has fewer references than the most."""
-    gen = [r for r in recs if r["component"] == "generator" and r["config"].get("references")
-           and r["allocated"] > r["weights"]]
-    most = max([r["config"]["references"] for r in gen] + [0])
-    if not any(r["config"]["references"] < most for r in gen):
+    most, points = _generator_points(recs, f)
+    if not any(refs < most for refs, _, _ in points):
         return {}, 0.0
     reserve = f["activations_reserve"]
-    points = []  # (references, activations, slack over the allocator's reserve)
-    for r in gen:
-        slack = (r["reserved"] if r["reserved"] is not None else r["nvml"] - _context(r, f)) - r["allocated"]
-        points.append((r["config"]["references"], r["allocated"] - r["weights"],
-                       slack - r["allocated"] * f["allocator_reserve"]))
     best = None
     for i in range(int(reserve * 1000) + 1):
         per = {n: _up(max(0.0, reserve - i / 1000 * (most - n)), 3) for n in range(1, most)}
@@ -539,13 +534,11 @@ def fit_with_references(all_rows: list[dict], steps: dict[str, int] | None = Non
     return facts
 
 
-def references_lines() -> list[str]:
-    """Each run's held-out generator probes asked by the facts that run was asked with, without and with a reserve
-    by reference count fitted (by_references) on the records before that run alone, from those facts' reserves:
-    the form's own held-out judgement (asks, not the model given the measured peak)."""
+def _generator_runs():
+    """Each held-out run with generator probes: (run, its held-out generator rows, the in-sample records before it
+    per generator kind, a copy of the facts it was asked with), every row's weights set by those facts."""
     import copy
 
-    runs = []
     for run in HELDOUT_RUNS:
         held = [r for r in heldout_rows(run) if r["component"] == "generator" and r["kind"] in GENERATOR_KINDS]
         if not held:
@@ -553,20 +546,37 @@ def references_lines() -> list[str]:
         before = rows_before(run)
         for r in before:
             r["weights"] = weights_of(r)
-        facts = copy.deepcopy(_facts(run["models_before"]))  # without the form, where the run was asked with it
-        for kind in GENERATOR_KINDS:
+        facts = copy.deepcopy(_facts(run["models_before"]))
+        for r in held:
+            r["weights"] = weights_of(r, facts)
+        inn = {kind: [r for r in before if r["kind"] == kind and r["sample"] == "in-sample"] for kind in GENERATOR_KINDS}
+        yield run, held, inn, facts
+
+
+def _overheads(over: dict) -> dict:
+    return {k: over[k] for k in ("allocator_reserve", "activations_reserve", "cuda_context_gib")}
+
+
+def _per_count_text(per: dict[int, float]) -> str:
+    return ", ".join(f"{n}: {v:.3f}" for n, v in per.items()) or "none"
+
+
+def references_lines() -> list[str]:
+    """Each run's held-out generator probes asked by the facts that run was asked with, without and with a reserve
+    by reference count fitted (by_references) on the records before that run alone, from those facts' reserves:
+    the form's own held-out judgement (asks, not the model given the measured peak)."""
+    import copy
+
+    runs = []
+    for run, held, inn, facts in _generator_runs():
+        for kind in GENERATOR_KINDS:  # without the form, where the run was asked with it
             facts["process_overhead"][kind].pop("activations_reserve_by_references", None)
         with_refs = copy.deepcopy(facts)
         taken = {}
         for kind in GENERATOR_KINDS:
             over = with_refs["process_overhead"][kind]
-            f = {k: over[k] for k in ("allocator_reserve", "activations_reserve", "cuda_context_gib")}
-            taken[kind] = by_references([r for r in before if r["kind"] == kind and r["sample"] == "in-sample"], f)
-            over["activations_reserve_by_references"] = taken[kind]
-        for r in held:
-            r["weights"] = weights_of(r, facts)
-        fitted_text = "; ".join(f"{k} " + (", ".join(f"{n}: {v:.3f}" for n, v in t.items()) or "none")
-                                for k, t in taken.items())
+            taken[kind] = over["activations_reserve_by_references"] = by_references(inn[kind], _overheads(over))
+        fitted_text = "; ".join(f"{k} {_per_count_text(t)}" for k, t in taken.items())
         runs.append((f"{run['name']} run, {len(held)} generator configurations ({fitted_text})", held, facts,
                      with_refs))
     return _judged(runs, "reserve by references", ranges=True)
@@ -579,28 +589,17 @@ def floor_lines() -> list[str]:
     import copy
 
     runs = []
-    for run in HELDOUT_RUNS:
-        held = [r for r in heldout_rows(run) if r["component"] == "generator" and r["kind"] in GENERATOR_KINDS]
-        if not held:
-            continue
-        before = rows_before(run)
-        for r in before:
-            r["weights"] = weights_of(r)
-        facts = copy.deepcopy(_facts(run["models_before"]))
+    for run, held, inn, facts in _generator_runs():
         floored = copy.deepcopy(facts)
         taken = []
         for kind in GENERATOR_KINDS:
             over = facts["process_overhead"][kind]
             over.pop("activations_floor_gib", None)
-            f = {k: over[k] for k in ("allocator_reserve", "activations_reserve", "cuda_context_gib")}
-            inn = [r for r in before if r["kind"] == kind and r["sample"] == "in-sample"]
-            over["activations_reserve_by_references"] = by_references(inn, f)
-            per, floor = by_references_floored(inn, f)
+            f = _overheads(over)
+            over["activations_reserve_by_references"] = by_references(inn[kind], f)
+            per, floor = by_references_floored(inn[kind], f)
             floored["process_overhead"][kind].update(activations_reserve_by_references=per, activations_floor_gib=floor)
-            taken.append(f"{kind} " + (", ".join(f"{n}: {v:.3f}" for n, v in per.items()) or "none")
-                         + f", floor {floor:.2f} GiB")
-        for r in held:
-            r["weights"] = weights_of(r, facts)
+            taken.append(f"{kind} {_per_count_text(per)}, floor {floor:.2f} GiB")
         runs.append((f"{run['name']} run, {len(held)} generator configurations ({'; '.join(taken)})", held, facts,
                      floored))
     return _judged(runs, "floor", ranges=True)
