@@ -232,12 +232,14 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-05, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
-  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), to judge the floor under
-  # the generators' pool again and the activation table's 384 px entry (both after the thirty-third run): OmniGen2 NF4
-  # at 320 px with 1 reference and bf16 at 320 px with 3 (below the table's smallest size, scaled from 384); NF4 at
-  # 480 px with 3 and bf16 at 416 px with 2 (between 384 and 512, read from both); NF4 at 672 px with 1, bf16 at 736 px
-  # with 1, bf16 at 864 px with 2 and NF4 at 864 px with 3 (sizes no record holds; chosen after the thirty-third run's
-  # refit, before any run of them: bench/walls_fit.py rows() lists what the records hold).
+  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the
+  # thirty-fourth run's refit, before any run of them, at sizes and counts no record holds (bench/walls_fit.py rows()):
+  # OmniGen2 NF4 at 256 px with 3 references and bf16 at 256 px with 1 (below the activation table's smallest size,
+  # scaled from 320), bf16 at 352 px with 2 (between 320 and 384), NF4 at 288 px with 2, bf16 at 608 px with 3, NF4 at
+  # 736 px with 2, bf16 at 992 px with 1 with a LoRA step at 448 px rank 4, and bf16 at 672 px with 2 with the detector
+  # at 26 images a call.
+  # The thirty-fourth run's (chosen in e21c442; on an H100): NF4 320 px (1 reference), bf16 320 px (3), NF4 480 px (3),
+  # bf16 416 px (2), NF4 672 px (1), bf16 736 px (1), bf16 864 px (2), NF4 864 px (3).
   # The thirty-third run's (chosen in c056afa; on an H100): OmniGen2 at 448 px with 1 reference, NF4 and bf16; NF4 544
   # px (1); bf16 544 px (2); NF4 608 px (2); NF4 992 px (1); bf16 384 px (3); NF4 384 px (2).
   # The thirty-second run's (chosen in 1aecbd6; on an H100): NF4 512 px (1 reference) with LoRA 992 px r8, NF4 704 px
@@ -282,14 +284,17 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
   local common=("${base[@]}" --no-detector --lora-steps)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 320 --items 1 --references 1 --omnigen2-precisions nf4
-  python3 bench/sizing_gpu.py "${common[@]}" --size 320 --items 1 --references 3 --omnigen2-precisions bf16
-  python3 bench/sizing_gpu.py "${common[@]}" --size 480 --items 1 --references 3 --omnigen2-precisions nf4
-  python3 bench/sizing_gpu.py "${common[@]}" --size 416 --items 1 --references 2 --omnigen2-precisions bf16
-  python3 bench/sizing_gpu.py "${common[@]}" --size 672 --items 1 --references 1 --omnigen2-precisions nf4
-  python3 bench/sizing_gpu.py "${common[@]}" --size 736 --items 1 --references 1 --omnigen2-precisions bf16
-  python3 bench/sizing_gpu.py "${common[@]}" --size 864 --items 1 --references 2 --omnigen2-precisions bf16
-  python3 bench/sizing_gpu.py "${common[@]}" --size 864 --items 1 --references 3 --omnigen2-precisions nf4
+  python3 bench/sizing_gpu.py "${common[@]}" --size 256 --items 1 --references 3 --omnigen2-precisions nf4
+  python3 bench/sizing_gpu.py "${common[@]}" --size 256 --items 1 --references 1 --omnigen2-precisions bf16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 352 --items 1 --references 2 --omnigen2-precisions bf16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 288 --items 1 --references 2 --omnigen2-precisions nf4
+  python3 bench/sizing_gpu.py "${common[@]}" --size 608 --items 1 --references 3 --omnigen2-precisions bf16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 736 --items 1 --references 2 --omnigen2-precisions nf4
+  python3 bench/sizing_gpu.py "${common[@]}" --size 992 --items 1 --references 1 --omnigen2-precisions bf16 \
+    --lora-steps bf16:precomputed:448:4
+  # the detector last: its sizing model is built in $work by bench/sizing_gpu.py
+  python3 bench/sizing_gpu.py "${base[@]}" --size 672 --items 1 --references 2 --omnigen2-precisions bf16 --lora-steps \
+    --detector-batches 26
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
