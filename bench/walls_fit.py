@@ -673,6 +673,7 @@ def _refit_after(previous: str, also: str = "") -> str:
 
 
 _BY_REFERENCES = ", with the generators' reserve by reference count"
+_WITH_FLOOR = _BY_REFERENCES + " and a floor under the pool"
 _SIZING_PROBES = "sizing/results/probe/h200"
 HELDOUT_RUNS = (
     _heldout_run("third", _RUN3, "cc2b805",
@@ -760,11 +761,11 @@ HELDOUT_RUNS = (
     # 97c3880, whose config/models.yaml is c056afa's refit unchanged, judged it); run on an H100: the floor as
     # committed, judged on generator probes no fit saw
     _heldout_run("thirty-third (H100)", _RUN33, "97c3880",
-                 _refit_after("thirty-second", _BY_REFERENCES + " and a floor under the pool")),
+                 _refit_after("thirty-second", _WITH_FLOOR)),
     # chosen after the thirty-third's refit (committed in e21c442, whose config/models.yaml, with the activation
     # table's 384 px entry, judged it); run on an H100 in the same session
     _heldout_run("thirty-fourth (H100)", _RUN34, "e21c442",
-                 _refit_after("thirty-third", _BY_REFERENCES + " and a floor under the pool")),
+                 _refit_after("thirty-third", _WITH_FLOOR)),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh
