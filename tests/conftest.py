@@ -1,5 +1,6 @@
-"""Shared fixtures. The smoke ladder runs once per test session; tests that need a built workflow
-copy its working directory instead of building again (2-core machines: one torch thread each)."""
+"""Shared fixtures. The smoke ladder runs once per test run, shared by pytest-xdist's workers (pyproject.toml: two,
+each taking whole files); tests that need a built workflow copy its working directory instead of building again
+(2-core machines: one torch thread each)."""
 
 from __future__ import annotations
 
@@ -98,13 +99,33 @@ def job_process(snakemake: subprocess.Popen, script: str, timeout: float = 120.0
     raise AssertionError(f"no job running {script} appeared in {timeout} s")
 
 
+def built_once(tmp_path_factory, name: str, build) -> tuple[Path, float]:
+    """`name`'s directory, built by `build(path)` once for the whole test run, and the seconds the build took: under
+    pytest-xdist the first worker to ask builds it in the run's shared base directory while the others wait on its
+    lock, then all read it. A build that raised leaves no mark: the next worker to ask builds it again (and fails the
+    same way, with its own error)."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's directory, above each worker's own
+    path, done = base / name, base / f"{name}.built"
+    with FileLock(str(base / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir()
+            t0 = time.perf_counter()
+            build(path)
+            done.write_text(f"{time.perf_counter() - t0:.1f}")
+    return path, float(done.read_text())
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The smoke ladder from an empty working directory, with fake secrets in the environment."""
-    workdir = tmp_path_factory.mktemp("smoke-ladder")
-    t0 = time.perf_counter()
-    proc = run_snakemake(workdir, "results/ladder.csv", env=snakemake_env(**FAKE_SECRETS))
-    return {"workdir": workdir, "proc": proc, "seconds": time.perf_counter() - t0}
+    workdir, seconds = built_once(tmp_path_factory, "smoke-ladder",
+                                  lambda d: run_snakemake(d, "results/ladder.csv", env=snakemake_env(**FAKE_SECRETS)))
+    return {"workdir": workdir, "seconds": seconds}
 
 
 @pytest.fixture(scope="session")
@@ -135,12 +156,14 @@ def restyled_graded(smoke_run, tmp_path_factory):
     """The finished smoke ladder's workdir, copied, with one style restyled, detected, drifted and graded
     (2 views, one scoring pass): one run of the sub-DAG that tests/test_restyle.py (restyle, keypoints, drift)
     and tests/test_grades.py (grades) both read. Tests only read it or dry-run on it."""
-    work = tmp_path_factory.mktemp("restyle-grades") / "work"
-    shutil.copytree(smoke_run["workdir"], work, symlinks=True)
-    cfg = ink_config(work.parent / "ink.yaml", grades={"num_pass": 1})
-    t0 = time.perf_counter()
-    proc = run_snakemake(work, f"--configfile={cfg}", "results/drift/ink.csv", "results/grades/ink.csv")
-    return {"work": work, "config": cfg, "proc": proc, "seconds": time.perf_counter() - t0}
+    def build(root: Path):
+        work = root / "work"
+        shutil.copytree(smoke_run["workdir"], work, symlinks=True)
+        cfg = ink_config(root / "ink.yaml", grades={"num_pass": 1})
+        run_snakemake(work, f"--configfile={cfg}", "results/drift/ink.csv", "results/grades/ink.csv")
+
+    root, seconds = built_once(tmp_path_factory, "restyle-grades", build)
+    return {"work": root / "work", "config": root / "ink.yaml", "seconds": seconds}
 
 
 @pytest.fixture
