@@ -407,6 +407,22 @@ collect() {  # what comes back: records, logs, benchmarks, tables (no images, no
 }
 
 start() {
+  # the bundle `prepare` made must be the carried tree's commit: a commit after `prepare` (2026-12-06, the
+  # thirty-sixth run: the test suite's change, committed while the device was refused) makes every record name the
+  # bundle's commit, dirty. Refused here, in seconds, before any device minute goes to a run whose records say so.
+  # (FETCH_HEAD alone: start moves no branch, wherever it runs.)
+  if [ -f .carry/repo.bundle ]; then
+    git rev-parse --git-dir >/dev/null 2>&1 || git init -q .
+    if git fetch -q .carry/repo.bundle HEAD; then
+      local changed; changed=$(git diff --name-only FETCH_HEAD --)
+      if [ -n "$changed" ]; then
+        echo "STALE BUNDLE: the tree is not .carry/repo.bundle's commit $(git rev-parse --short FETCH_HEAD); it differs in:" >&2
+        echo "$changed" | head -5 >&2
+        echo "run bench/gpu_run.sh prepare after the last commit, then start again" >&2
+        return 2
+      fi
+    fi
+  fi
   mkdir -p "$RUN"; rm -f "$RUN/done"
   # a token in the run's working directory, kept apart too: `wait` tells a sizing/ that a later call's carry replaced
   # (2026-12-04, the seventeenth run: a poll call that carried sizing took the working directory from under its last

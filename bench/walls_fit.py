@@ -17,11 +17,11 @@ reserved - allocated (NVML - allocated - context where a record has no pool figu
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
 Held out (HELDOUT_RUNS): each of the third to eighth, the eighteenth to twenty-third, the twenty-fifth, the
-twenty-sixth to the thirty-fifth (an H100's) runs' probes (the default
+twenty-sixth to the thirty-sixth (an H100's) runs' probes (the default
 allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
 at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
 two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
-d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca, 4ad07fb, 9b88747, 35ef3d1, db1d76b, b2d7299, 36045b4, 97c3880, e21c442 and 00dcf85, each fitted on every default-allocator record of the runs before it).
+d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca, 4ad07fb, 9b88747, 35ef3d1, db1d76b, b2d7299, 36045b4, 97c3880, e21c442, 00dcf85 and f3d5b57, each fitted on every default-allocator record of the runs before it).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
@@ -654,6 +654,7 @@ _RUN32 = RESULTS / "gpu-run-h100-2026-12-05-run32"
 _RUN33 = RESULTS / "gpu-run-h100-2026-12-05-run33"
 _RUN34 = RESULTS / "gpu-run-h100-2026-12-05-run34"
 _RUN35 = RESULTS / "gpu-run-h100-2026-12-06-run35"
+_RUN36 = RESULTS / "gpu-run-h100-2026-12-06-run36"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -772,6 +773,12 @@ HELDOUT_RUNS = (
     # detector configurations not reached (the call ended first, and the next call's carried sizing/ broke the run)
     _heldout_run("thirty-fifth (H100)", _RUN35, "00dcf85",
                  _refit_after("thirty-fourth", _WITH_FLOOR)),
+    # chosen after the thirty-fifth's refit (committed in f3d5b57, whose config/models.yaml is 88d0182's refit, no fact
+    # moved); run on an H100 the same session. Its records name f3d5b57, dirty: the tree was 9a1a299, which changed
+    # pyproject.toml and tests/conftest.py alone (the test suite's workers), after `prepare` bundled f3d5b57; no probe
+    # reads either (bench/gpu_run.sh start now refuses such a tree)
+    _heldout_run("thirty-sixth (H100)", _RUN36, "f3d5b57",
+                 _refit_after("thirty-fifth", _WITH_FLOOR)),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh
@@ -1163,7 +1170,7 @@ def table() -> str:
     lines = ["# What the driver sees of a GPU process, per kind: fitted on some H200 records, judged on others",
              "",
              "Made by `.venv/bin/python bench/walls_fit.py --write` from the committed raw records (NVIDIA H200, driver "
-             "580.159.04, torch 2.11.0+cu130; the twenty-sixth to thirty-fifth runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
+             "580.159.04, torch 2.11.0+cu130; the twenty-sixth to thirty-sixth runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
              "the same driver and torch; random weights at the real shapes). NVML = the process as the driver saw "
              "it; weights = the resident weights config/models.yaml gives for the configuration; model = allocated x "
              "(1 + allocator_reserve) + (allocated - weights) x activations_reserve (a generator's by reference count, at "

@@ -1,0 +1,38 @@
+"""bench/gpu_run.sh's guard before a lent GPU's minutes go to a run: the tree carried must be the commit whose bundle
+`prepare` made, or every record the run writes names that commit, dirty (the thirty-sixth run's, 2026-12-06)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+from conftest import REPO
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_start_refuses_a_tree_committed_after_its_bundle_and_moves_no_branch(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "bench").mkdir(parents=True)
+    shutil.copy(REPO / "bench" / "gpu_run.sh", repo / "bench" / "gpu_run.sh")
+    (repo / "probe.py").write_text("A = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    (repo / ".carry").mkdir()
+    _git(repo, "bundle", "create", "-q", ".carry/repo.bundle", "HEAD")  # what `prepare` does
+    bundled = _git(repo, "rev-parse", "HEAD")
+    (repo / "probe.py").write_text("A = 2\n")  # committed after `prepare`
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two")
+    head = _git(repo, "rev-parse", "HEAD")
+
+    run = tmp_path / "run"
+    proc = subprocess.run(["bash", str(repo / "bench" / "gpu_run.sh"), "start"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "RUN": str(run), "HOME": str(tmp_path)}, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"STALE BUNDLE: the tree is not .carry/repo.bundle's commit {bundled[:7]}" in proc.stderr
+    assert "probe.py" in proc.stderr and "prepare after the last commit" in proc.stderr
+    assert not run.exists()  # no run started
+    assert _git(repo, "rev-parse", "HEAD") == head and _git(repo, "status", "--porcelain", "--untracked-files=no") == ""
