@@ -233,11 +233,12 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-06, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
   # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the
-  # thirty-fifth run's refit, before any run of them, at sizes and counts no record holds (bench/walls_fit.py rows()):
-  # the two of the thirty-fifth's set it did not reach, a LoRA step at 448 px rank 4 (alone) and bf16 at 672 px with 2
-  # references with the detector at 26 images a call; and bf16 at 256 px with 3 references (below the activation
-  # table's smallest size, where the thirty-fifth's 1-reference pass allocated 0.50 GiB over its weights against the
-  # 0.33 scaled from 320). Three probes: about 3 minutes of setup and 45 s a probe on an H100.
+  # thirty-sixth run's refit, before any run of them, at sizes and counts no record holds (bench/walls_fit.py rows()):
+  # OmniGen2 bf16 at 224 px with 2 references (below the activation table's new smallest size, 256, scaled down from
+  # it) and NF4 at 288 px with 3 (between 256 and 320, where the table now reads two measured points). Two probes,
+  # for the session's last device seconds: about 95 s of setup and 45 s a probe on an H100.
+  # The thirty-sixth run's (chosen in f3d5b57; on an H100): bf16 256 px (3 references), LoRA 448 px r4 (alone), bf16
+  # 672 px (2) with the detector at 26 images a call.
   # The thirty-fifth run's (chosen in 4f3dc66; on an H100, 7 of 9 run): OmniGen2 NF4 256 px (3 references), bf16 256 px
   # (1), bf16 352 px (2), NF4 288 px (2), bf16 608 px (3), NF4 736 px (2), bf16 992 px (1); not reached: LoRA 448 px r4,
   # bf16 672 px (2) with the detector at 26 images a call.
@@ -287,11 +288,8 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
   local common=("${base[@]}" --no-detector --lora-steps)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 256 --items 1 --references 3 --omnigen2-precisions bf16
-  python3 bench/sizing_gpu.py "${common[@]}" --omnigen2-precisions --lora-steps bf16:precomputed:448:4
-  # the detector last: its sizing model is built in $work by bench/sizing_gpu.py
-  python3 bench/sizing_gpu.py "${base[@]}" --size 672 --items 1 --references 2 --omnigen2-precisions bf16 --lora-steps \
-    --detector-batches 26
+  python3 bench/sizing_gpu.py "${common[@]}" --size 224 --items 1 --references 2 --omnigen2-precisions bf16
+  python3 bench/sizing_gpu.py "${common[@]}" --size 288 --items 1 --references 3 --omnigen2-precisions nf4
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
