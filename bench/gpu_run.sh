@@ -235,8 +235,9 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the
   # thirty-sixth run's refit, before any run of them, at sizes and counts no record holds (bench/walls_fit.py rows()):
   # OmniGen2 bf16 at 224 px with 2 references (below the activation table's new smallest size, 256, scaled down from
-  # it) and NF4 at 288 px with 3 (between 256 and 320, where the table now reads two measured points). Two probes,
-  # for the session's last device seconds: about 95 s of setup and 45 s a probe on an H100.
+  # it) and NF4 at 288 px with 3 (between 256 and 320, where the table now reads two measured points). Two probes:
+  # about 95 s of setup and 45 s a probe on an H100. Not run on 2026-12-06: the session's last 317 device seconds
+  # were too few to start a machine.
   # The thirty-sixth run's (chosen in f3d5b57; on an H100): bf16 256 px (3 references), LoRA 448 px r4 (alone), bf16
   # 672 px (2) with the detector at 26 images a call.
   # The thirty-fifth run's (chosen in 4f3dc66; on an H100, 7 of 9 run): OmniGen2 NF4 256 px (3 references), bf16 256 px
