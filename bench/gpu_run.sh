@@ -71,11 +71,15 @@ prepare() {
   "$py" -m snakemake "${PROFILE[@]}" results/render/skeleton.json results/lora/records.jsonl
 }
 
-git_ready() {  # the copied tree's .git may be missing or name another commit (2026-12-02: the one before, so
-  # every record said dirty): make HEAD the bundle's commit, index and all; the tree is that commit's
+bundle_fetched() {  # the bundle's commit as FETCH_HEAD, in a .git made here if the copied tree has none; moves no branch
   [ -f .carry/repo.bundle ] || return 1
   git rev-parse --git-dir >/dev/null 2>&1 || git init -q .
-  git fetch -q .carry/repo.bundle HEAD && git reset -q FETCH_HEAD
+  git fetch -q .carry/repo.bundle HEAD
+}
+
+git_ready() {  # the copied tree's .git may be missing or name another commit (2026-12-02: the one before, so
+  # every record said dirty): make HEAD the bundle's commit, index and all; the tree is that commit's
+  bundle_fetched && git reset -q FETCH_HEAD
 }
 
 all() {
@@ -410,16 +414,13 @@ start() {
   # thirty-sixth run: the test suite's change, committed while the device was refused) makes every record name the
   # bundle's commit, dirty. Refused here, in seconds, before any device minute goes to a run whose records say so.
   # (FETCH_HEAD alone: start moves no branch, wherever it runs.)
-  if [ -f .carry/repo.bundle ]; then
-    git rev-parse --git-dir >/dev/null 2>&1 || git init -q .
-    if git fetch -q .carry/repo.bundle HEAD; then
-      local changed; changed=$(git diff --name-only FETCH_HEAD --)
-      if [ -n "$changed" ]; then
-        echo "STALE BUNDLE: the tree is not .carry/repo.bundle's commit $(git rev-parse --short FETCH_HEAD); it differs in:" >&2
-        echo "$changed" | head -5 >&2
-        echo "run bench/gpu_run.sh prepare after the last commit, then start again" >&2
-        return 2
-      fi
+  if bundle_fetched; then
+    local changed; changed=$(git diff --name-only FETCH_HEAD --)
+    if [ -n "$changed" ]; then
+      echo "STALE BUNDLE: the tree is not .carry/repo.bundle's commit $(git rev-parse --short FETCH_HEAD); it differs in:" >&2
+      echo "$changed" | head -5 >&2
+      echo "run bench/gpu_run.sh prepare after the last commit, then start again" >&2
+      return 2
     fi
   fi
   mkdir -p "$RUN"; rm -f "$RUN/done"

@@ -10,7 +10,8 @@ from conftest import REPO
 
 
 def _git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          capture_output=True, text=True, check=True).stdout.strip()
 
 
 def test_start_refuses_a_tree_committed_after_its_bundle_and_moves_no_branch(tmp_path):
@@ -19,13 +20,13 @@ def test_start_refuses_a_tree_committed_after_its_bundle_and_moves_no_branch(tmp
     shutil.copy(REPO / "bench" / "gpu_run.sh", repo / "bench" / "gpu_run.sh")
     (repo / "probe.py").write_text("A = 1\n")
     _git(repo, "init", "-q")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
     (repo / ".carry").mkdir()
     _git(repo, "bundle", "create", "-q", ".carry/repo.bundle", "HEAD")  # what `prepare` does
     bundled = _git(repo, "rev-parse", "HEAD")
     (repo / "probe.py").write_text("A = 2\n")  # committed after `prepare`
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "two")
+    _git(repo, "commit", "-qam", "two")
     head = _git(repo, "rev-parse", "HEAD")
 
     run = tmp_path / "run"
