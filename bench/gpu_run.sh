@@ -239,9 +239,10 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the
   # thirty-sixth run's refit, before any run of them, at sizes and counts no record holds (bench/walls_fit.py rows()):
   # OmniGen2 bf16 at 224 px with 2 references (below the activation table's new smallest size, 256, scaled down from
-  # it) and NF4 at 288 px with 3 (between 256 and 320, where the table now reads two measured points). Two probes:
-  # about 95 s of setup and 45 s a probe on an H100. Not run on 2026-12-06: the session's last 317 device seconds
-  # were too few to start a machine.
+  # it) and NF4 at 288 px with 3 (between 256 and 320, where the table now reads two measured points); added before
+  # its run, in a new session: LoRA 512 px r16 and 608 px r64, the scorer at NF4 grading 448 px images (below the
+  # smallest it has graded, 512), the detector at 18 and 34 images a call. About 95 s of setup and 45 s a probe on
+  # an H100 (the scorer's with its build about 80 s).
   # The thirty-sixth run's (chosen in f3d5b57; on an H100): bf16 256 px (3 references), LoRA 448 px r4 (alone), bf16
   # 672 px (2) with the detector at 26 images a call.
   # The thirty-fifth run's (chosen in 4f3dc66; on an H100, 7 of 9 run): OmniGen2 NF4 256 px (3 references), bf16 256 px
@@ -292,9 +293,14 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
-  local common=("${base[@]}" --no-detector --lora-steps)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 224 --items 1 --references 2 --omnigen2-precisions bf16
-  python3 bench/sizing_gpu.py "${common[@]}" --size 288 --items 1 --references 3 --omnigen2-precisions nf4
+  local common=("${base[@]}" --no-detector)
+  python3 bench/sizing_gpu.py "${common[@]}" --size 288 --items 1 --references 3 --omnigen2-precisions nf4 \
+    --lora-steps bf16:precomputed:512:16 bf16:precomputed:608:64
+  python3 bench/sizing_gpu.py "${common[@]}" --size 448 --items 1 --omnigen2-precisions --lora-steps \
+    --scorer-precisions nf4 --scorer-max-new-tokens 48
+  # the detector last: its sizing model is built in $work by bench/sizing_gpu.py
+  python3 bench/sizing_gpu.py "${base[@]}" --size 224 --items 1 --references 2 --omnigen2-precisions bf16 --lora-steps \
+    --detector-batches 18 34
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
