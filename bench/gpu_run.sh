@@ -237,12 +237,17 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-06, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
   # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the
-  # thirty-sixth run's refit, before any run of them, at sizes and counts no record holds (bench/walls_fit.py rows()):
-  # OmniGen2 bf16 at 224 px with 2 references (below the activation table's new smallest size, 256, scaled down from
-  # it) and NF4 at 288 px with 3 (between 256 and 320, where the table now reads two measured points); added before
-  # its run, in a new session: LoRA 512 px r16 and 608 px r64, the scorer at NF4 grading 448 px images (below the
-  # smallest it has graded, 512), the detector at 18 and 34 images a call. About 95 s of setup and 45 s a probe on
-  # an H100 (the scorer's with its build about 80 s).
+  # thirty-seventh run's refit, which fitted the detector on each process's first call alone (bench/walls_fit.py
+  # AFTER_CALL), before any run of them, at sizes and counts no record holds (bench/walls_fit.py rows()):
+  # the detector at 13, 30, 46, 58 and 72 images a call, EACH IN ITS OWN PROCESS (a job's pattern: its first call
+  # on a pool that holds only the weights; no first call of more than 26 images is in a record); and, apart
+  # (control/records, set apart by walls_fit), 30 after 6 in one process, the pattern the earlier probes had: the
+  # prediction is that it keeps more of its activations in the pool (0.15 or more) than the 30 alone (0.15 or less).
+  # OmniGen2 bf16 at 192 px with 1 reference and 480 px with 3, NF4 at 224 px with 2; LoRA 336 px r4 (below 384 px,
+  # where the training context steps). About 95 s of setup, 40 s a generator probe and 15 s a detector one on an H100.
+  # The thirty-seventh run's (chosen in 9c54c1a and widened in a269dae; on an H100): OmniGen2 bf16 224 px (2
+  # references) and NF4 288 px (3), LoRA 512 px r16 and 608 px r64, the scorer at NF4 grading 448 px images, the
+  # detector at 18 then 34 images a call in one process.
   # The thirty-sixth run's (chosen in f3d5b57; on an H100): bf16 256 px (3 references), LoRA 448 px r4 (alone), bf16
   # 672 px (2) with the detector at 26 images a call.
   # The thirty-fifth run's (chosen in 4f3dc66; on an H100, 7 of 9 run): OmniGen2 NF4 256 px (3 references), bf16 256 px
@@ -294,13 +299,16 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
   local common=("${base[@]}" --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 288 --items 1 --references 3 --omnigen2-precisions nf4 \
-    --lora-steps bf16:precomputed:512:16 bf16:precomputed:608:64
-  python3 bench/sizing_gpu.py "${common[@]}" --size 448 --items 1 --omnigen2-precisions --lora-steps \
-    --scorer-precisions nf4 --scorer-max-new-tokens 48
-  # the detector last: its sizing model is built in $work by bench/sizing_gpu.py
-  python3 bench/sizing_gpu.py "${base[@]}" --size 224 --items 1 --references 2 --omnigen2-precisions bf16 --lora-steps \
-    --detector-batches 18 34
+  python3 bench/sizing_gpu.py "${common[@]}" --size 192 --items 1 --references 1 --omnigen2-precisions bf16 \
+    --lora-steps bf16:precomputed:336:4
+  python3 bench/sizing_gpu.py "${common[@]}" --size 480 --items 1 --references 3 --omnigen2-precisions bf16 --lora-steps
+  python3 bench/sizing_gpu.py "${common[@]}" --size 224 --items 1 --references 2 --omnigen2-precisions nf4 --lora-steps
+  # the detector last: its sizing model is built in $work by bench/sizing_gpu.py; one process a batch size
+  local det=(--work "$work" --timeout 300 --steps 4 --scorer-precisions --omnigen2-precisions --lora-steps) n
+  for n in 13 30 46 58 72; do
+    python3 bench/sizing_gpu.py "${det[@]}" --out "$RUN/heldout/records" --detector-batches "$n"
+  done
+  python3 bench/sizing_gpu.py "${det[@]}" --out "$RUN/control/records" --detector-batches 6 30
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
@@ -411,7 +419,7 @@ collect() {  # what comes back: records, logs, benchmarks, tables (no images, no
   local name=$1
   say "collect $name"
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d carried.txt plan-before*.json probe_warmup heldout/records insample/records warmup/records lora_warmup/records alloc_ab/records qwen/records qwen/plan-qwen.txt cap24-* repeat 2>/dev/null) 2>/dev/null
+    -C "$REPO" sizing/results sizing/logs sizing/benchmarks -C "$RUN" $(cd "$RUN" && ls -d carried.txt plan-before*.json probe_warmup heldout/records control/records insample/records warmup/records lora_warmup/records alloc_ab/records qwen/records qwen/plan-qwen.txt cap24-* repeat 2>/dev/null) 2>/dev/null
   ls -la "$RUN"/*.tar.gz
 }
 

@@ -17,11 +17,11 @@ reserved - allocated (NVML - allocated - context where a record has no pool figu
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
 Held out (HELDOUT_RUNS): each of the third to eighth, the eighteenth to twenty-third, the twenty-fifth, the
-twenty-sixth to the thirty-sixth (an H100's) runs' probes (the default
+twenty-sixth to the thirty-seventh (an H100's) runs' probes (the default
 allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
 at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
 two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
-d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca, 4ad07fb, 9b88747, 35ef3d1, db1d76b, b2d7299, 36045b4, 97c3880, e21c442, 00dcf85 and f3d5b57, each fitted on every default-allocator record of the runs before it).
+d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca, 4ad07fb, 9b88747, 35ef3d1, db1d76b, b2d7299, 36045b4, 97c3880, e21c442, 00dcf85, f3d5b57 and a269dae, each fitted on every default-allocator record of the runs before it).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
@@ -55,8 +55,10 @@ def _up(x: float, places: int) -> float:
     return math.ceil(x * 10**places - 1e-9) / 10**places
 
 
-def rows() -> list[dict]:
-    """One row per GPU process of the committed H200 records: its configuration, allocated and reserved peaks, NVML."""
+def rows(set_apart: bool = True) -> list[dict]:
+    """One row per GPU process of the committed H200 records: its configuration, allocated and reserved peaks, NVML;
+    `set_apart`: a detector probe's later calls sampled AFTER_CALL (as the facts of runs from SET_APART_FROM on were
+    fitted), else in-sample (as before)."""
     out = []
     for path in sorted(glob.glob(str(RESULTS / "sizing-h200-2026-12-01" / "*.json"))):
         rec = json.loads(Path(path).read_text())
@@ -93,7 +95,7 @@ def rows() -> list[dict]:
         r["sample"] = "in-sample"
     detectors = {r["key"] for r in out if r["component"] == "detector"}
     held = tuple(f for run in HELDOUT_RUNS for f in run["folders"])
-    return out + probe_rows(FITTED_PROBES + held, fitted_detectors=detectors) + dag_rows()
+    return out + probe_rows(FITTED_PROBES + held, fitted_detectors=detectors, set_apart=set_apart) + dag_rows()
 
 
 _RUN_FOLDER = re.compile(r"gpu-run-h[12]00-\d{4}-\d\d-\d\d(?:-(?:run(\d+)|(cap24)))?(?:-repeat)?(?:/|:|$)")
@@ -113,7 +115,7 @@ def rows_before(run: dict) -> list[dict]:
     (a run's repeat pass came after it; a later run's DAG jobs too), for the third run only their probes (not the
     DAG jobs' provenance)."""
     n = run_ordinal(str(run["run"].relative_to(REPO)))
-    out = [r for r in rows() if (run_ordinal(r["record"]) or 0) < n]
+    out = [r for r in rows(set_apart=n >= SET_APART_FROM) if (run_ordinal(r["record"]) or 0) < n]
     if run["name"] == "third":
         dag = {r["record"] for r in dag_rows()}
         out = [r for r in out if r["record"] not in dag]
@@ -655,16 +657,18 @@ _RUN33 = RESULTS / "gpu-run-h100-2026-12-05-run33"
 _RUN34 = RESULTS / "gpu-run-h100-2026-12-05-run34"
 _RUN35 = RESULTS / "gpu-run-h100-2026-12-06-run35"
 _RUN36 = RESULTS / "gpu-run-h100-2026-12-06-run36"
+_RUN37 = RESULTS / "gpu-run-h100-2026-12-06-run37"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
 def _heldout_run(name: str, run: Path, commit: str, before: str, *folders: str,
-                 chosen: str = "chosen and committed before that run") -> dict:
+                 chosen: str = "chosen and committed before that run", set_apart: bool = False) -> dict:
     """A HELDOUT_RUNS entry: the run's probe folders (relative to it; default its held-out records), judged by its
     models-before.yaml (config/models.yaml at `commit`), which `before` says what was fitted on; `chosen` says when
     its configurations were chosen."""
     return {"name": name, "run": run, "commit": commit, "models_before": run / "models-before.yaml", "before": before,
-            "folders": tuple(run / f for f in folders or ("heldout/records",)), "chosen": chosen}
+            "folders": tuple(run / f for f in folders or ("heldout/records",)), "chosen": chosen,
+            "set_apart": set_apart}
 
 
 def _refit_after(previous: str, also: str = "") -> str:
@@ -779,6 +783,10 @@ HELDOUT_RUNS = (
     # reads either (bench/gpu_run.sh start now refuses such a tree)
     _heldout_run("thirty-sixth (H100)", _RUN36, "f3d5b57",
                  _refit_after("thirty-fifth", _WITH_FLOOR)),
+    # chosen after the thirty-sixth's refit (9c54c1a, widened in a269dae before any run of it; a269dae's
+    # config/models.yaml is 1ec8ead's refit unchanged); run on an H100 the next session, all 7 probes in one call
+    _heldout_run("thirty-seventh (H100)", _RUN37, "a269dae",
+                 _refit_after("thirty-sixth", _WITH_FLOOR)),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
 # Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh
@@ -819,11 +827,22 @@ HELDOUT = HELDOUT_RUNS[0]["folders"]
 MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]
 
 
+# A detector probe's later configurations ran in the process of its first, whose pool kept that call's blocks: the
+# larger call after them left 0.15-0.31 of its activations in the pool (13 records), where every first call of 4 or
+# more images left 0.09-0.15 (the thirty-seventh run's 18 then 34 images: 0.10, then 0.17). No job calls so: a
+# keypoints job calls the detector on one image at a time (fourloops.stages.keypoints), and a batched call would repeat
+# one size, its last smaller. Since the thirty-seventh run (chosen after it, before the thirty-eighth) such rows are
+# set apart from the detector's fit and from the held-out rows of runs that say so (`set_apart`), and listed apart;
+# the earlier runs' held-out judgements stand as they were made.
+AFTER_CALL = "after another call in its process"
+SET_APART_FROM = 38  # the first run whose facts were fitted with them set apart
+
+
 def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str = "in-sample",
-               allocator: str = "default") -> list[dict]:
+               allocator: str = "default", set_apart: bool = False) -> list[dict]:
     """One row per configuration of the probe records in `folders` (a record's configurations each have their NVML)
     made under `allocator`; a detector configuration at one image a call whose key is in `fitted_detectors` is that
-    record again."""
+    record again. `set_apart`: a detector configuration after another in its process is sampled AFTER_CALL."""
     out = []
     for folder in folders:
         run = next((p for p in folder.parents if p.name.startswith("gpu-run-")), None)
@@ -835,7 +854,7 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
             if "configurations" not in rec or allocator_of(rec) != allocator:
                 continue  # a probe that failed (its error is in the record), or one under another allocator
             comp, precision = rec["component"], rec["precision"]
-            for c in rec["configurations"]:
+            for i, c in enumerate(rec["configurations"]):
                 if c.get("error") or c.get("nvml_process_gib") is None:
                     continue
                 if comp == "text_encoder":  # the generator's text encoder alone (the lora_embeddings job's)
@@ -856,10 +875,12 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
                 else:
                     config = {"question": c["question"], "images": c["images"],
                               "image_size": int(c.get("resolution") or 512)}
+                after = comp == "detector" and i > 0  # a later call of its process (AFTER_CALL)
                 out.append({"record": str(path.relative_to(REPO)), "component": comp, "key": rec["key"],
                             "precision": precision, "config": config, "allocated": c["peak_vram_gib"],
                             "reserved": c.get("peak_reserved_gib"), "nvml": c["nvml_process_gib"],
-                            "kind": kind_of(comp, precision), "sample": sample, "rss": _gib(rec.get("peak_rss_mib")),
+                            "kind": kind_of(comp, precision), "after_call": after,
+                            "sample": AFTER_CALL if after and set_apart else sample, "rss": _gib(rec.get("peak_rss_mib")),
                             "rss_anon": _gib((rec.get("rss_sampled") or {}).get("peak_rssanon_mib")),
                             **({"instruction": rec["instruction"]} if comp == "scorer" and "instruction" in rec else {})})
     return out
@@ -875,7 +896,9 @@ def heldout_rows(run: dict | None = None) -> list[dict]:
     a call, or a configuration measured by an earlier run (the fourth run's Qwen-Image-Edit NF4 at 512 px, run
     again under the cap), would be a fitted one again."""
     run = run or HELDOUT_RUNS[0]
-    got = probe_rows(run["folders"], fitted_detectors={"detector/rfdetr_keypoint_preview/fp32/576"}, sample="held out")
+    got = probe_rows(run["folders"], fitted_detectors={"detector/rfdetr_keypoint_preview/fp32/576"}, sample="held out",
+                     set_apart=run.get("set_apart", False))
+    got = [r for r in got if r["sample"] == "held out"]
     if run["name"] == "third":
         return got
     seen = {_conf_id(r) for r in rows_before(run)}
@@ -1163,6 +1186,8 @@ def table() -> str:
         r["weights"] = weights_of(r)
     facts = fit_with_references(all_rows, CONTEXT_STEPS)
     _annotate(all_rows, facts)
+    apart = [r for r in all_rows if r["sample"] == AFTER_CALL]
+    all_rows = [r for r in all_rows if r["sample"] != AFTER_CALL]
     srows = scorer_rows()
     per_token = fit_scorer(srows)
     head = ("| kind | record | configuration |{} allocated GiB | weights GiB | reserved GiB | NVML GiB | model GiB | "
@@ -1170,7 +1195,7 @@ def table() -> str:
     lines = ["# What the driver sees of a GPU process, per kind: fitted on some H200 records, judged on others",
              "",
              "Made by `.venv/bin/python bench/walls_fit.py --write` from the committed raw records (NVIDIA H200, driver "
-             "580.159.04, torch 2.11.0+cu130; the twenty-sixth to thirty-sixth runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
+             "580.159.04, torch 2.11.0+cu130; the twenty-sixth to thirty-seventh runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
              "the same driver and torch; random weights at the real shapes). NVML = the process as the driver saw "
              "it; weights = the resident weights config/models.yaml gives for the configuration; model = allocated x "
              "(1 + allocator_reserve) + (allocated - weights) x activations_reserve (a generator's by reference count, at "
@@ -1219,6 +1244,13 @@ def table() -> str:
             lines += ["", _errors(f"held-out configurations ({run['name']} run)", hrows)]
         else:
             lines.append("- held-out configurations: none recorded yet")
+    lines += ["", "## Detector calls after another in the same process: set apart", "",
+              "A detector probe's later configurations ran in the process of its first, and the pool kept that call's "
+              "blocks; no job calls so (a keypoints job calls one image at a time). Set apart from the fit since the "
+              "thirty-seventh run (`AFTER_CALL`), asked here by the facts config/models.yaml holds now:", "",
+              head.format(""), "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [_row_line(r, False) for r in sorted(apart, key=lambda r: (r["config"]["images_per_call"], r["record"]))]
+    lines += ["", _errors("detector calls after another in their process", apart)]
     lines += expandable_lines()
     lines += judged_lines()
     lines += rank_lines(all_rows)
@@ -1283,7 +1315,7 @@ def table() -> str:
               "run was measured (peak RSS 16.4 GiB of a 53.7 GiB model, 1.4 GiB of it anonymous): every row is "
               "in-sample. Peak RSS counts the mapped safetensors pages, which the kernel can drop.", "",
               "| record | configuration | peak RSS GiB | of it anonymous GiB | RAM ask GiB | ask/RSS |", "|---|---|---|---|---|---|"]
-    ram_rows = [r for r in all_rows if r.get("rss") is not None]
+    ram_rows = [r for r in all_rows + apart if r.get("rss") is not None]  # a later call's process is a process
     for r in ram_rows:
         r["ram_ask"] = asked(r).ram.value
         anon = "-" if r.get("rss_anon") is None else f"{r['rss_anon']:.2f}"
