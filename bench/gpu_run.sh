@@ -423,20 +423,27 @@ collect() {  # what comes back: records, logs, benchmarks, tables (no images, no
   ls -la "$RUN"/*.tar.gz
 }
 
-start() {
-  # the bundle `prepare` made must be the carried tree's commit: a commit after `prepare` (2026-12-06, the
+check() {  # the bundle `prepare` made must be the carried tree's commit: a commit after `prepare` (2026-12-06, the
   # thirty-sixth run: the test suite's change, committed while the device was refused) makes every record name the
-  # bundle's commit, dirty. Refused here, in seconds, before any device minute goes to a run whose records say so.
-  # (FETCH_HEAD alone: start moves no branch, wherever it runs.)
-  if bundle_fetched; then
-    local changed; changed=$(git diff --name-only FETCH_HEAD --)
-    if [ -n "$changed" ]; then
-      echo "STALE BUNDLE: the tree is not .carry/repo.bundle's commit $(git rev-parse --short FETCH_HEAD); it differs in:" >&2
-      echo "$changed" | head -5 >&2
-      echo "run bench/gpu_run.sh prepare after the last commit, then start again" >&2
-      return 2
-    fi
+  # bundle's commit, dirty. Refused in seconds, before any device minute goes to a run whose records say so.
+  # (FETCH_HEAD alone: moves no branch, wherever it runs.) The tree against the bundle's commit in an index of its
+  # own: the copied tree's .git may hold an index of another commit, where files added since read as differing
+  # (2026-12-06, the thirty-eighth run's first start was refused so: every file its commit added)
+  bundle_fetched || return 0
+  local idx changed; idx=$(mktemp)
+  changed=$(GIT_INDEX_FILE=$idx git read-tree FETCH_HEAD && GIT_INDEX_FILE=$idx git update-index -q --refresh >/dev/null
+            GIT_INDEX_FILE=$idx git diff-files --name-only); rm -f "$idx"
+  if [ -n "$changed" ]; then
+    echo "STALE BUNDLE: the tree is not .carry/repo.bundle's commit $(git rev-parse --short FETCH_HEAD); it differs in:" >&2
+    echo "$changed" | head -5 >&2
+    echo "run bench/gpu_run.sh prepare after the last commit, then start again" >&2
+    return 2
   fi
+  echo "the tree is .carry/repo.bundle's commit $(git rev-parse --short FETCH_HEAD)"
+}
+
+start() {
+  check || return
   mkdir -p "$RUN"; rm -f "$RUN/done"
   # a token in the run's working directory, kept apart too: `wait` tells a sizing/ that a later call's carry replaced
   # (2026-12-04, the seventeenth run: a poll call that carried sizing took the working directory from under its last
@@ -480,6 +487,7 @@ case "${1:-}" in
   prepare) prepare ;;
   all) all ;;
   start) start ;;
+  check) check ;;
   wait) wait_run "${2:-540}" ;;
-  *) echo "usage: bench/gpu_run.sh prepare | start | wait [seconds] | all" >&2; exit 2 ;;
+  *) echo "usage: bench/gpu_run.sh prepare | check | start | wait [seconds] | all" >&2; exit 2 ;;
 esac

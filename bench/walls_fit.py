@@ -828,8 +828,8 @@ MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]
 
 
 # A detector probe's later configurations ran in the process of its first, whose pool kept that call's blocks: the
-# larger call after them left 0.15-0.31 of its activations in the pool (13 records), where every first call of 4 or
-# more images left 0.09-0.15 (the thirty-seventh run's 18 then 34 images: 0.10, then 0.17). No job calls so: a
+# larger call after them left 0.15-0.31 of its activations in the pool in 13 of 14 records (4 after 1: 0.12), where
+# every first call of 4 or more images left 0.09-0.15 (the thirty-seventh run's 18 then 34 images: 0.10, then 0.17). No job calls so: a
 # keypoints job calls the detector on one image at a time (fourloops.stages.keypoints), and a batched call would repeat
 # one size, its last smaller. Since the thirty-seventh run (chosen after it, before the thirty-eighth) such rows are
 # set apart from the detector's fit and from the held-out rows of runs that say so (`set_apart`), and listed apart;

@@ -37,3 +37,34 @@ def test_start_refuses_a_tree_committed_after_its_bundle_and_moves_no_branch(tmp
     assert "probe.py" in proc.stderr and "prepare after the last commit" in proc.stderr
     assert not run.exists()  # no run started
     assert _git(repo, "rev-parse", "HEAD") == head and _git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_the_tree_is_its_bundles_commit_whatever_commit_the_copied_index_names(tmp_path):
+    # a lent machine's copy of the tree can carry a .git whose HEAD and index are an earlier commit: the files the
+    # bundle's commit added are then missing from that index (the thirty-eighth run's first start was refused so)
+    repo = tmp_path / "repo"
+    (repo / "bench").mkdir(parents=True)
+    shutil.copy(REPO / "bench" / "gpu_run.sh", repo / "bench" / "gpu_run.sh")
+    (repo / "probe.py").write_text("A = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    earlier = _git(repo, "rev-parse", "HEAD")
+    (repo / "records.json").write_text("{}\n")  # added by the bundle's commit
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "two")
+    (repo / ".carry").mkdir()
+    _git(repo, "bundle", "create", "-q", ".carry/repo.bundle", "HEAD")
+    bundled = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "reset", "-q", earlier)  # HEAD and index one; the tree still two
+
+    def check():
+        return subprocess.run(["bash", str(repo / "bench" / "gpu_run.sh"), "check"], capture_output=True, text=True,
+                              env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=60)
+
+    proc = check()
+    assert proc.returncode == 0 and f"the tree is .carry/repo.bundle's commit {bundled[:7]}" in proc.stdout, (
+        proc.stdout + proc.stderr)
+    (repo / "records.json").write_text('{"edited": 1}\n')  # and a tree that is not the bundle's is still refused
+    proc = check()
+    assert proc.returncode == 2 and "records.json" in proc.stderr and "STALE BUNDLE" in proc.stderr
