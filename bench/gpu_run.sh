@@ -237,14 +237,15 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-06, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
   # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the
-  # thirty-seventh run's refit, which fitted the detector on each process's first call alone (bench/walls_fit.py
-  # AFTER_CALL), before any run of them, at sizes and counts no record holds (bench/walls_fit.py rows()):
-  # the detector at 13, 30, 46, 58 and 72 images a call, EACH IN ITS OWN PROCESS (a job's pattern: its first call
-  # on a pool that holds only the weights; no first call of more than 26 images is in a record); and, apart
-  # (control/records, set apart by walls_fit), 30 after 6 in one process, the pattern the earlier probes had: the
-  # prediction is that it keeps more of its activations in the pool (0.15 or more) than the 30 alone (0.15 or less).
-  # OmniGen2 bf16 at 192 px with 1 reference and 480 px with 3, NF4 at 224 px with 2; LoRA 336 px r4 (below 384 px,
-  # where the training context steps). About 95 s of setup, 40 s a generator probe and 15 s a detector one on an H100.
+  # thirty-eighth run's refit (the detector 0.123/0.0 on first calls), before any run of them, at sizes and counts no
+  # record holds (bench/walls_fit.py rows()): OmniGen2 NF4 at 192 px with 1 reference (below the floor's smallest
+  # record at that count), bf16 at 288 px with 2, NF4 at 928 px with 3; LoRA 256 px r64 and 1024 px r64 (the rank
+  # term at both ends); the scorer at bf16 grading 448 px images; the detector at 17, 38 and 90 images a call, each in
+  # its own process. About 95 s of setup, 40 s a generator probe, 30 s a LoRA one, 80 s the scorer's with its build
+  # and 15 s a detector one on an H100: about 430 s. Not run on 2026-12-06: 391 device seconds were left.
+  # The thirty-eighth run's (chosen in 31261c0; on an H100): the detector at 13, 30, 46, 58 and 72 images a call, each
+  # in its own process, and apart (control/records) 30 after 6 in one; OmniGen2 bf16 192 px (1 reference) and 480 px
+  # (3), NF4 224 px (2); LoRA 336 px r4.
   # The thirty-seventh run's (chosen in 9c54c1a and widened in a269dae; on an H100): OmniGen2 bf16 224 px (2
   # references) and NF4 288 px (3), LoRA 512 px r16 and 608 px r64, the scorer at NF4 grading 448 px images, the
   # detector at 18 then 34 images a call in one process.
@@ -299,16 +300,17 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
   local common=("${base[@]}" --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 192 --items 1 --references 1 --omnigen2-precisions bf16 \
-    --lora-steps bf16:precomputed:336:4
-  python3 bench/sizing_gpu.py "${common[@]}" --size 480 --items 1 --references 3 --omnigen2-precisions bf16 --lora-steps
-  python3 bench/sizing_gpu.py "${common[@]}" --size 224 --items 1 --references 2 --omnigen2-precisions nf4 --lora-steps
+  python3 bench/sizing_gpu.py "${common[@]}" --size 192 --items 1 --references 1 --omnigen2-precisions nf4 \
+    --lora-steps bf16:precomputed:256:64 bf16:precomputed:1024:64
+  python3 bench/sizing_gpu.py "${common[@]}" --size 288 --items 1 --references 2 --omnigen2-precisions bf16 --lora-steps
+  python3 bench/sizing_gpu.py "${common[@]}" --size 928 --items 1 --references 3 --omnigen2-precisions nf4 --lora-steps
+  python3 bench/sizing_gpu.py "${common[@]}" --size 448 --items 1 --omnigen2-precisions --lora-steps \
+    --scorer-precisions bf16 --scorer-max-new-tokens 48
   # the detector last: its sizing model is built in $work by bench/sizing_gpu.py; one process a batch size
   local det=(--work "$work" --timeout 300 --steps 4 --scorer-precisions --omnigen2-precisions --lora-steps) n
-  for n in 13 30 46 58 72; do
+  for n in 17 38 90; do
     python3 bench/sizing_gpu.py "${det[@]}" --out "$RUN/heldout/records" --detector-batches "$n"
   done
-  python3 bench/sizing_gpu.py "${det[@]}" --out "$RUN/control/records" --detector-batches 6 30
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed

@@ -836,11 +836,12 @@ MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]
 
 # A detector probe's later configurations ran in the process of its first, whose pool kept that call's blocks: the
 # larger call after them left 0.15-0.31 of its activations in the pool in 13 of 14 records (4 after 1: 0.12), where
-# every first call of 4 or more images left 0.09-0.15 (the thirty-seventh run's 18 then 34 images: 0.10, then 0.17). No job calls so: a
-# keypoints job calls the detector on one image at a time (fourloops.stages.keypoints), and a batched call would repeat
-# one size, its last smaller. Since the thirty-seventh run (chosen after it, before the thirty-eighth) such rows are
-# set apart from the detector's fit and from the held-out rows of runs that say so (`set_apart`), and listed apart;
-# the earlier runs' held-out judgements stand as they were made.
+# every first call of 4 or more images left 0.09-0.15 (the thirty-seventh run's 18 then 34 images: 0.10, then 0.17).
+# No job calls so: a keypoints job calls the detector on one image at a time (fourloops.stages.keypoints;
+# tests/test_keypoints.py), and a batched call would repeat one size, its last smaller. Chosen after the
+# thirty-seventh run, such rows are set apart from the detector's fit and from the held-out rows of runs that say so
+# (`set_apart`), and listed apart; the earlier runs' held-out judgements stand as they were made. The thirty-eighth
+# run's control held it: 30 images after 6 in one process kept 0.23, 30 alone 0.06.
 AFTER_CALL = "after another call in its process"
 SET_APART_FROM = 38  # the first run whose facts were fitted with them set apart
 
@@ -887,7 +888,8 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
                             "precision": precision, "config": config, "allocated": c["peak_vram_gib"],
                             "reserved": c.get("peak_reserved_gib"), "nvml": c["nvml_process_gib"],
                             "kind": kind_of(comp, precision), "after_call": after,
-                            "sample": AFTER_CALL if after and set_apart else sample, "rss": _gib(rec.get("peak_rss_mib")),
+                            "sample": AFTER_CALL if after and set_apart else sample,
+                            "rss": _gib(rec.get("peak_rss_mib")),
                             "rss_anon": _gib((rec.get("rss_sampled") or {}).get("peak_rssanon_mib")),
                             **({"instruction": rec["instruction"]} if comp == "scorer" and "instruction" in rec else {})})
     return out

@@ -171,3 +171,33 @@ def test_corrupt_checkpoint_is_not_redownloaded(tmp_path):
     with pytest.raises(Exception):
         K.load_detector(str(bad))
     assert bad.read_bytes() == b"not a checkpoint"
+
+
+def test_a_keypoints_job_calls_the_detector_one_image_at_a_time(monkeypatch, tmp_path):
+    # the walls fit the detector on each process's first call (bench/walls_fit.py AFTER_CALL): a job's every call must
+    # be one size, so none runs on a pool that holds a smaller call's blocks
+    from fourloops.stages.keypoints import keypoints_stage
+
+    calls = []
+
+    class Fake:
+        load_seconds = 0.0
+
+        def detect(self, image):
+            calls.append(1)
+            return {"keypoints": []}
+
+        def detect_many(self, images, batch_size=1):
+            raise AssertionError("a keypoints job batched its images")
+
+        def describe(self):
+            return {}
+
+    monkeypatch.setattr(K, "load_detector", lambda *a, **k: Fake())
+    images = []
+    for i in range(3):
+        images.append(tmp_path / f"{i}.png")
+        Image.new("RGB", (8, 8)).save(images[-1])
+    keypoints_stage([str(p) for p in images], [str(tmp_path / f"{i}.json") for i in range(3)], [0, 30, 60],
+                    {"device": "cpu", "weights": "w", "resolution": 576, "num_windows": 1})
+    assert calls == [1, 1, 1]
