@@ -242,7 +242,7 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   # record at that count), bf16 at 288 px with 2, NF4 at 928 px with 3; LoRA 256 px r64 and 1024 px r64 (the rank
   # term at both ends); the scorer at bf16 grading 448 px images; the detector at 17, 38 and 90 images a call, each in
   # its own process. About 95 s of setup, 40 s a generator probe, 30 s a LoRA one, 80 s the scorer's with its build
-  # and 15 s a detector one on an H100: about 430 s. Not run on 2026-12-06: 391 device seconds were left.
+  # and 15 s a detector one on an H100: about 430 s; the detector's first, so that a short call brings them back.
   # The thirty-eighth run's (chosen in 31261c0; on an H100): the detector at 13, 30, 46, 58 and 72 images a call, each
   # in its own process, and apart (control/records) 30 after 6 in one; OmniGen2 bf16 192 px (1 reference) and 480 px
   # (3), NF4 224 px (2); LoRA 336 px r4.
@@ -299,6 +299,12 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
+  # the detector first (its sizing model is built in $work by bench/sizing_gpu.py; one process a batch size): a call
+  # cut short by the session's last device seconds still brings its records back (`wait` collects what ran)
+  local det=(--work "$work" --timeout 300 --steps 4 --scorer-precisions --omnigen2-precisions --lora-steps) n
+  for n in 17 38 90; do
+    python3 bench/sizing_gpu.py "${det[@]}" --out "$RUN/heldout/records" --detector-batches "$n"
+  done
   local common=("${base[@]}" --no-detector)
   python3 bench/sizing_gpu.py "${common[@]}" --size 192 --items 1 --references 1 --omnigen2-precisions nf4 \
     --lora-steps bf16:precomputed:256:64 bf16:precomputed:1024:64
@@ -306,11 +312,6 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   python3 bench/sizing_gpu.py "${common[@]}" --size 928 --items 1 --references 3 --omnigen2-precisions nf4 --lora-steps
   python3 bench/sizing_gpu.py "${common[@]}" --size 448 --items 1 --omnigen2-precisions --lora-steps \
     --scorer-precisions bf16 --scorer-max-new-tokens 48
-  # the detector last: its sizing model is built in $work by bench/sizing_gpu.py; one process a batch size
-  local det=(--work "$work" --timeout 300 --steps 4 --scorer-precisions --omnigen2-precisions --lora-steps) n
-  for n in 17 38 90; do
-    python3 bench/sizing_gpu.py "${det[@]}" --out "$RUN/heldout/records" --detector-batches "$n"
-  done
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
