@@ -237,12 +237,13 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-06, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
   # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the
-  # thirty-eighth run's refit (the detector 0.123/0.0 on first calls), before any run of them, at sizes and counts no
-  # record holds (bench/walls_fit.py rows()): OmniGen2 NF4 at 192 px with 1 reference (below the floor's smallest
-  # record at that count), bf16 at 288 px with 2, NF4 at 928 px with 3; LoRA 256 px r64 and 1024 px r64 (the rank
-  # term at both ends); the scorer at bf16 grading 448 px images; the detector at 17, 38 and 90 images a call, each in
-  # its own process. About 95 s of setup, 40 s a generator probe, 30 s a LoRA one, 80 s the scorer's with its build
-  # and 15 s a detector one on an H100: about 430 s; the detector's first, so that a short call brings them back.
+  # thirty-eighth run's refit (the detector 0.123/0.0 on first calls), committed in 5f3772a before any run of them, at
+  # sizes and counts no record holds (bench/walls_fit.py rows()); what the thirty-ninth run did not reach: OmniGen2
+  # bf16 at 288 px with 2 references and NF4 at 928 px with 3; LoRA 256 px r64 and 1024 px r64 (the rank term at both
+  # ends); the scorer at bf16 grading 448 px images. About 95 s of setup, 40 s a generator probe, 30 s a LoRA one and
+  # 80 s the scorer's with its build on an H100: about 320 s.
+  # The thirty-ninth run's (the same set; its detector probes first, bd53257; on an H100, in part): the detector at
+  # 17, 38 and 90 images a call, each in its own process, and OmniGen2 NF4 192 px (1 reference).
   # The thirty-eighth run's (chosen in 31261c0; on an H100): the detector at 13, 30, 46, 58 and 72 images a call, each
   # in its own process, and apart (control/records) 30 after 6 in one; OmniGen2 bf16 192 px (1 reference) and 480 px
   # (3), NF4 224 px (2); LoRA 336 px r4.
@@ -299,16 +300,9 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   local work=$RUN/heldout; mkdir -p "$work/models"
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
-  # the detector first (its sizing model is built in $work by bench/sizing_gpu.py; one process a batch size): a call
-  # cut short by the session's last device seconds still brings its records back (`wait` collects what ran)
-  local det=(--work "$work" --timeout 300 --steps 4 --scorer-precisions --omnigen2-precisions --lora-steps) n
-  for n in 17 38 90; do
-    python3 bench/sizing_gpu.py "${det[@]}" --out "$RUN/heldout/records" --detector-batches "$n"
-  done
   local common=("${base[@]}" --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --size 192 --items 1 --references 1 --omnigen2-precisions nf4 \
+  python3 bench/sizing_gpu.py "${common[@]}" --size 288 --items 1 --references 2 --omnigen2-precisions bf16 \
     --lora-steps bf16:precomputed:256:64 bf16:precomputed:1024:64
-  python3 bench/sizing_gpu.py "${common[@]}" --size 288 --items 1 --references 2 --omnigen2-precisions bf16 --lora-steps
   python3 bench/sizing_gpu.py "${common[@]}" --size 928 --items 1 --references 3 --omnigen2-precisions nf4 --lora-steps
   python3 bench/sizing_gpu.py "${common[@]}" --size 448 --items 1 --omnigen2-precisions --lora-steps \
     --scorer-precisions bf16 --scorer-max-new-tokens 48
