@@ -1283,6 +1283,7 @@ def table() -> str:
     lines += expandable_lines()
     lines += judged_lines()
     lines += rank_lines(all_rows)
+    lines += autocast_lines(all_rows)
     lines += ["", "## The walls' form against a bounded slack, each fitted on the records before a run", "",
               "The fifth run's records showed the pool's slack growing slower than a pass's activations (the detector "
               "0.23 GiB of slack at 0.76 GiB of activations, 0.44 at 2.89), so the linear form over-asks large passes. "
@@ -1392,6 +1393,78 @@ def fit_rank(all_rows: list[dict]) -> float:
     return _up(max(rises), 4)
 
 
+def fp32_excess(row: dict, facts: dict | None = None, per_rank: float | None = None) -> tuple[float, float]:
+    """A LoRA step record's (table activations, excess): the activations models.yaml's lora_step table gives its
+    resolution, and what its allocated peak held beyond its frozen weights, those activations and its adapters (rank
+    x lora_gib_per_rank, or `per_rank`): what a step with fp32 frozen weights adds that the walls must ask over the
+    table."""
+    from fourloops import asks
+
+    facts = facts or _facts()
+    model = facts["models"]["omnigen2"]
+    c = row["config"]
+    act = asks._activation(model, "lora_step", int(c["resolution"]), facts.get("activations_between"))
+    rank = int(c.get("rank", 8)) * (float(model.get("lora_gib_per_rank", 0.0)) if per_rank is None else per_rank)
+    return act, row["allocated"] - weights_of(row, facts) - act - rank
+
+
+def fit_autocast(all_rows: list[dict], per_rank: float | None = None) -> tuple[float, float]:
+    """(autocast_cast_gib, autocast_activations_share): the smallest linear envelope (least total slack, scipy's
+    linprog) over every in-sample fp32-frozen LoRA step's excess (fp32_excess) against its table activations, each
+    rounded up (a wall errs high). A constant alone (1.25 GiB, from the 256 and 512 px pairs of 2026-11-30) left the
+    estimate short of the allocated peak at 384 px with the encoder and above, and 0.31 GiB short at 768 px (the
+    forty-first run), where the walls' overheads covered it by 11 MiB."""
+    from scipy.optimize import linprog
+
+    pts = [fp32_excess(r, per_rank=per_rank) for r in all_rows
+           if r["kind"] == "training" and r["config"]["frozen_dtype"] == "fp32" and r["sample"] == "in-sample"]
+    lp = linprog([len(pts), sum(a for a, _ in pts)], A_ub=[[-1.0, -a] for a, _ in pts], b_ub=[-x for _, x in pts],
+                 bounds=[(0, None), (0, None)])
+    const, share = (float(x) for x in lp.x)
+    return _up(const, 3), _up(share, 3)
+
+
+def autocast_lines(all_rows: list[dict]) -> list[str]:
+    """The fp32 frozen weights' excess per record: in-sample against config/models.yaml's term; each held-out run's
+    against the term its models-before.yaml gave."""
+    model = _facts()["models"]["omnigen2"]
+    const, share = model.get("autocast_cast_gib", 0.0), model.get("autocast_activations_share", 0.0)
+    out = ["", "## The fp32 frozen weights' excess over the LoRA step's table", "",
+           "A step whose frozen transformer is fp32 (bf16 autocast) holds more than its weights, the lora_step table's "
+           f"activations and its adapters. The walls ask autocast_cast_gib ({const:g}) + autocast_activations_share "
+           f"({share:g}) x the table's activations (fit_autocast, on the in-sample records below). Excess minus term "
+           "above 0 is an estimate short of the allocated peak, which only the overheads then cover.", "",
+           "| record | resolution | encoder | rank | table activations GiB | excess GiB | term GiB | excess - term GiB | "
+           "sample |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def line(r: dict, facts: dict, sample: str) -> tuple[str, float]:
+        m = facts["models"]["omnigen2"]
+        act, excess = fp32_excess(r, facts)
+        term = m.get("autocast_cast_gib", 0.0) + m.get("autocast_activations_share", 0.0) * act
+        c = r["config"]
+        rec = r["record"].split("bench/results/")[-1]
+        return (f"| {rec} | {c['resolution']} | {c['text_encoder']} | {c.get('rank', 8)} | {act:.3f} | {excess:+.3f} | "
+                f"{term:.3f} | {excess - term:+.3f} | {sample} |", excess - term)
+
+    errs: dict[str, list[float]] = {}
+    for r in sorted((r for r in all_rows if r["kind"] == "training" and r["config"]["frozen_dtype"] == "fp32"),
+                    key=lambda r: (r["config"]["resolution"], r["record"])):
+        text, e = line(r, _facts(), "in-sample")
+        out.append(text)
+        errs.setdefault("in-sample", []).append(e)
+    for run in HELDOUT_RUNS:
+        facts = _facts(run["models_before"])
+        for r in heldout_rows(run):
+            if r["kind"] == "training" and r["config"]["frozen_dtype"] == "fp32":
+                text, e = line(r, facts, f"held out ({run['name']}), its models-before.yaml's term")
+                out.append(text)
+                errs.setdefault(run["name"], []).append(e)
+    out.append("")
+    out += [f"- fp32 excess minus term, {k}: {len(v)} records, {min(v):+.3f} to {max(v):+.3f} GiB, short: "
+            f"{sum(1 for e in v if e > 0)}" for k, v in errs.items()]
+    return out
+
+
 def precision_gaps(all_rows: list[dict], model: str = "omnigen2", precision: str = "nf4") -> list[float]:
     """Per size and reference count the records hold at both precisions: GiB the generator's pass at `precision`
     allocated over its weights beyond (negative: short of) its bf16 pass, which the activation tables hold (the
@@ -1424,6 +1497,7 @@ def fitted() -> dict:
             "process_overhead_expandable": fit_expandable(),
             "activations_gib_per_prompt_token": fit_scorer(scorer_rows()),
             "lora_gib_per_rank": fit_rank(all_rows),
+            "autocast": fit_autocast(all_rows, fit_rank(all_rows)),
             "detector_activations_576": one, "activations_batch_shared": share}
 
 

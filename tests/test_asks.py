@@ -73,6 +73,21 @@ def test_frozen_dtype_and_resident_text_encoder_decide_whether_lora_512_fits_the
     assert fp32_te + ctx > 24.0 > bf16 + ctx
 
 
+def test_fp32_frozen_weights_add_the_cast_and_a_share_of_the_steps_activations():
+    # 1024 px: the lora_step table's 6.13 GiB; the fp32 step's excess over bf16's = its weights' + 1.0 + 0.5 x 6.13
+    facts = copy.deepcopy(FACTS)
+    facts["models"]["omnigen2"].update(autocast_cast_gib=1.0, autocast_activations_share=0.5)
+    assert facts["models"]["omnigen2"]["activations_gib"]["lora_step"][1024] == 6.13
+    cfg = dict(mode="lora_step", resident=["transformer"], resolution=1024)
+    fp32, parts = asks.estimate_vram_gib(facts, "omnigen2", frozen_dtype="fp32", **cfg)
+    bf16, _ = asks.estimate_vram_gib(facts, "omnigen2", frozen_dtype="bf16", **cfg)
+    weights = (asks.weights_gib(facts, "omnigen2", "fp32", ["transformer"])
+               - asks.weights_gib(facts, "omnigen2", "bf16", ["transformer"]))
+    assert fp32 - bf16 - weights == pytest.approx(1.0 + 3.065)
+    del facts["models"]["omnigen2"]["autocast_activations_share"]  # a models.yaml before the share: the cast alone
+    assert asks.estimate_vram_gib(facts, "omnigen2", frozen_dtype="fp32", **cfg)[0] == pytest.approx(fp32 - 3.065)
+
+
 def test_dfc_optimize_asks_its_recorded_walls():
     ask = asks.recorded_ask(FACTS, "dfc_optimize", licensed=("dfc",))
     assert (ask.vram.value, ask.ram.value) == (32.5, 39.87)
@@ -282,6 +297,20 @@ def test_the_rank_term_is_judged_on_one_allocators_footing_by_the_offset_measure
     assert lines[-1] == "- the rank term, held-out pairs: 2; rise on one footing minus the term from +0.070 to +0.180 GiB"
 
 
+def test_the_fp32_term_is_the_least_slack_line_over_every_fp32_steps_excess(walls_fit, monkeypatch):
+    # excesses over the table at activations 1, 2 and 4 GiB: 1.0, 1.75, 2.25; the line through the last two
+    # (1.25 + 0.25 x) covers the first (1.5 > 1.0) with less total slack than the line through the first two
+    # (0.25 + 0.75 x: 3.25 at 4); a bf16 step and a held-out fp32 one are not fitted
+    def step(frozen, sample, point):
+        return {"kind": "training", "sample": sample, "config": {"frozen_dtype": frozen}, "point": point}
+
+    monkeypatch.setattr(walls_fit, "fp32_excess", lambda r, **kw: r["point"])
+    got = walls_fit.fit_autocast([step("fp32", "in-sample", (1.0, 1.0)), step("fp32", "in-sample", (2.0, 1.75)),
+                                  step("fp32", "in-sample", (4.0, 2.25)), step("bf16", "in-sample", (4.0, 9.0)),
+                                  step("fp32", "held out", (4.0, 9.0))])
+    assert got == (1.25, 0.25)
+
+
 def test_models_yaml_holds_the_overheads_and_per_token_figure_the_records_give(walls_fit):
     fitted = walls_fit.fitted()
     keys = ("allocator_reserve", "activations_reserve", "cuda_context_gib")
@@ -298,6 +327,8 @@ def test_models_yaml_holds_the_overheads_and_per_token_figure_the_records_give(w
     assert FACTS["models"]["qwen3_vl_8b"]["activations_gib_per_prompt_token"] == \
         fitted["activations_gib_per_prompt_token"]
     assert FACTS["models"]["omnigen2"]["lora_gib_per_rank"] == fitted["lora_gib_per_rank"]
+    omnigen2 = FACTS["models"]["omnigen2"]
+    assert (omnigen2["autocast_cast_gib"], omnigen2["autocast_activations_share"]) == fitted["autocast"]
     det = FACTS["models"]["rfdetr_keypoint_preview"]
     assert det["activations_gib"]["inference"][576] == fitted["detector_activations_576"]
     assert det["activations_batch_shared"] == fitted["activations_batch_shared"]

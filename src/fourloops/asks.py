@@ -139,9 +139,15 @@ def estimate_vram_gib(
         parts[f"activations (inference, {resolution or '-'} px x {batch})"] = _activation(
             model, "inference", resolution, facts.get("activations_between")) * (shared + (1 - shared) * batch)
     elif mode == "lora_step":
-        parts[f"activations (lora step, {resolution} px)"] = _activation(model, "lora_step", resolution, facts.get("activations_between")) * batch
+        act = _activation(model, "lora_step", resolution, facts.get("activations_between")) * batch
+        parts[f"activations (lora step, {resolution} px)"] = act
         if (frozen_dtype or "bf16") == "fp32":
+            # under bf16 autocast the fp32 weights' casts, and a share of the step's activations that fp32 frozen
+            # layers hold over bf16's (models.yaml autocast_activations_share; 0 where a models.yaml predates it)
             parts["autocast bf16 casts of fp32 weights"] = float(model.get("autocast_cast_gib", 0.0))
+            share = float(model.get("autocast_activations_share", 0.0))
+            if share:
+                parts["fp32 frozen layers' share of the activations"] = share * act
     return sum(parts.values()), parts
 
 
