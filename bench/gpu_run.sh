@@ -236,13 +236,15 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-06, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
-  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the fortieth
-  # run's refit (no fact moved), at sizes and counts no record holds (bench/walls_fit.py rows()): the LoRA step with the
-  # text encoder resident (no such step held out since the third and fourth runs, before every training refit) in bf16
-  # at 384 px r16 and 896 px r8 and with the frozen weights in fp32 at 448 px r8 (beside the seeds' setup, fp32 with the
-  # encoder at 512); fp32 without the encoder at 768 px r32 (no fp32 step over 512 px in a record); the scorer at bf16
-  # and NF4 grading 384 px images (no record under 448). About 95 s of setup, 35-50 s a LoRA probe and 30 s the
-  # scorer's build then 50 s a precision on an H100: about 400 s.
+  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the
+  # forty-first run's refit and the fp32 step's excess fitted on its records (autocast_cast_gib 1.276 +
+  # autocast_activations_share 0.08 x the table's activations, bench/walls_fit.py fit_autocast), at sizes and ranks no
+  # record holds: the LoRA step with fp32 frozen weights at 1024 px r8 and 640 px r16 without the encoder, 896 px r8
+  # and 320 px r32 with it (the term's line past both ends of its records, 384-768 px), and bf16 with the encoder at
+  # 1024 px r8. About 95 s of setup and 35-50 s a LoRA probe on an H100: about 320 s.
+  # The forty-first run's (chosen after the fortieth's refit, committed in d08e785; on an H100): the LoRA step with
+  # the text encoder resident in bf16 at 384 px r16 and 896 px r8 and in fp32 at 448 px r8; fp32 without it at 768 px
+  # r32; the scorer at bf16 and NF4 grading 384 px images.
   # The fortieth run's (chosen after the thirty-eighth's refit, committed in 5f3772a; on an H100): what the
   # thirty-ninth did not reach: OmniGen2 bf16 288 px with 2 references and NF4 928 px with 3; LoRA 256 px r64 and
   # 1024 px r64; the scorer at bf16 grading 448 px images.
@@ -305,10 +307,8 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
   local common=("${base[@]}" --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --items 1 --omnigen2-precisions \
-    --lora-steps bf16:resident:384:16 fp32:resident:448:8 bf16:resident:896:8 fp32:precomputed:768:32
-  python3 bench/sizing_gpu.py "${common[@]}" --size 384 --items 1 --omnigen2-precisions --lora-steps \
-    --scorer-precisions bf16 nf4 --scorer-max-new-tokens 48
+  python3 bench/sizing_gpu.py "${common[@]}" --items 1 --omnigen2-precisions --lora-steps fp32:precomputed:1024:8 \
+    fp32:resident:896:8 fp32:precomputed:640:16 fp32:resident:320:32 bf16:resident:1024:8
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
