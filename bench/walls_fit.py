@@ -17,11 +17,11 @@ reserved - allocated (NVML - allocated - context where a record has no pool figu
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
 Held out (HELDOUT_RUNS): each of the third to eighth, the eighteenth to twenty-third, the twenty-fifth, the
-twenty-sixth to the forty-first (an H100's) runs' probes (the default
+twenty-sixth to the forty-second (an H100's) runs' probes (the default
 allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
 at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
 two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
-d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca, 4ad07fb, 9b88747, 35ef3d1, db1d76b, b2d7299, 36045b4, 97c3880, e21c442, 00dcf85, f3d5b57, a269dae, c03fbf5, bd53257, 200d977 and d08e785, each fitted on every default-allocator record of the runs before it).
+d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca, 4ad07fb, 9b88747, 35ef3d1, db1d76b, b2d7299, 36045b4, 97c3880, e21c442, 00dcf85, f3d5b57, a269dae, c03fbf5, bd53257, 200d977, d08e785 and 394f182, each fitted on every default-allocator record of the runs before it).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
@@ -29,6 +29,7 @@ The scorer's activations per prompt token are fitted on its bf16 SC answer and h
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import glob
 import json
@@ -662,6 +663,7 @@ _RUN38 = RESULTS / "gpu-run-h100-2026-12-06-run38"
 _RUN39 = RESULTS / "gpu-run-h100-2026-12-06-run39"
 _RUN40 = RESULTS / "gpu-run-h100-2026-12-06-run40"
 _RUN41 = RESULTS / "gpu-run-h100-2026-12-06-run41"
+_RUN42 = RESULTS / "gpu-run-h100-2026-12-06-run42"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -813,6 +815,13 @@ HELDOUT_RUNS = (
     # session: the LoRA step with the text encoder resident and in fp32, the scorer grading 384 px images
     _heldout_run("forty-first (H100)", _RUN41, "d08e785",
                  _refit_after("fortieth", _WITH_FLOOR + ", the detector on each process's first call alone"),
+                 set_apart=True),
+    # chosen after the forty-first's refit and the fp32 step's term fitted on its records (the term committed in
+    # 2e02eae, the set in 394f182, which ran it); on an H100, the same session: the fp32 step past both ends of the
+    # term's records
+    _heldout_run("forty-second (H100)", _RUN42, "394f182",
+                 _refit_after("forty-first", _WITH_FLOOR + ", the detector on each process's first call alone, the "
+                              "fp32 step's excess by its activations"),
                  set_apart=True),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
@@ -1224,7 +1233,7 @@ def table() -> str:
     lines = ["# What the driver sees of a GPU process, per kind: fitted on some H200 records, judged on others",
              "",
              "Made by `.venv/bin/python bench/walls_fit.py --write` from the committed raw records (NVIDIA H200, driver "
-             "580.159.04, torch 2.11.0+cu130; the twenty-sixth to forty-first runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
+             "580.159.04, torch 2.11.0+cu130; the twenty-sixth to forty-second runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
              "the same driver and torch; random weights at the real shapes). NVML = the process as the driver saw "
              "it; weights = the resident weights config/models.yaml gives for the configuration; model = allocated x "
              "(1 + allocator_reserve) + (allocated - weights) x activations_reserve (a generator's by reference count, at "
@@ -1393,6 +1402,9 @@ def fit_rank(all_rows: list[dict]) -> float:
     return _up(max(rises), 4)
 
 
+CAST_BEFORE = 1.25  # config/models.yaml autocast_cast_gib before fit_autocast, the fp32 step's excess as a constant
+
+
 def fp32_excess(row: dict, facts: dict | None = None, per_rank: float | None = None) -> tuple[float, float]:
     """A LoRA step record's (table activations, excess): the activations models.yaml's lora_step table gives its
     resolution, and what its allocated peak held beyond its frozen weights, those activations and its adapters (rank
@@ -1434,17 +1446,23 @@ def autocast_lines(all_rows: list[dict]) -> list[str]:
            f"activations and its adapters. The walls ask autocast_cast_gib ({const:g}) + autocast_activations_share "
            f"({share:g}) x the table's activations (fit_autocast, on the in-sample records below). Excess minus term "
            "above 0 is an estimate short of the allocated peak, which only the overheads then cover.", "",
+           "The last two columns: the wall's ask over NVML with those facts, and with the constant alone "
+           f"({CAST_BEFORE:g} GiB, the form before the forty-second run) in their place.", "",
            "| record | resolution | encoder | rank | table activations GiB | excess GiB | term GiB | excess - term GiB | "
-           "sample |", "|---|---|---|---|---|---|---|---|---|"]
+           "sample | ask/NVML | the constant alone: ask/NVML |", "|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def line(r: dict, facts: dict, sample: str) -> tuple[str, float]:
         m = facts["models"]["omnigen2"]
         act, excess = fp32_excess(r, facts)
         term = m.get("autocast_cast_gib", 0.0) + m.get("autocast_activations_share", 0.0) * act
+        alone = copy.deepcopy(facts)
+        alone["models"]["omnigen2"]["autocast_cast_gib"] = CAST_BEFORE
+        alone["models"]["omnigen2"].pop("autocast_activations_share", None)
         c = r["config"]
         rec = r["record"].split("bench/results/")[-1]
         return (f"| {rec} | {c['resolution']} | {c['text_encoder']} | {c.get('rank', 8)} | {act:.3f} | {excess:+.3f} | "
-                f"{term:.3f} | {excess - term:+.3f} | {sample} |", excess - term)
+                f"{term:.3f} | {excess - term:+.3f} | {sample} | {asked_gib(r, facts)[0] / r['nvml']:.3f} | "
+                f"{asked_gib(r, alone)[0] / r['nvml']:.3f} |", excess - term)
 
     errs: dict[str, list[float]] = {}
     for r in sorted((r for r in all_rows if r["kind"] == "training" and r["config"]["frozen_dtype"] == "fp32"),
