@@ -241,7 +241,7 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   # 1.81 below 384 px), at sizes and ranks no fp32 record holds: fp32 frozen weights with the text encoder at 1024 px
   # r8 (the largest step the walls ask), 704 px r16 and 576 px r64, without it at 896 px r32 and 288 px r8 (under
   # every fp32 record, in the context's upper step). About 95 s of setup and 40-60 s a LoRA probe on an H100: about
-  # 350 s.
+  # 350 s. Run as the forty-third (6aca52e, 291 s on an H100): a later run repeats it until a new set is committed.
   # The forty-second run's (chosen after the fp32 step's term was fitted, 2e02eae; committed in 394f182; on an H100):
   # fp32 frozen weights at 1024 px r8 and 640 px r16, with the encoder 896 px r8 and 320 px r32; bf16 with the
   # encoder at 1024 px r8.
