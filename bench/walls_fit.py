@@ -685,6 +685,7 @@ def _refit_after(previous: str, also: str = "") -> str:
             f"included, in-sample there{also}")
 
 
+FLOOR_FROM = "thirty-third (H100)"  # the first run judged by the floor under the generators' pool, as committed
 _BY_REFERENCES = ", with the generators' reserve by reference count"
 _WITH_FLOOR = _BY_REFERENCES + " and a floor under the pool"
 _SIZING_PROBES = "sizing/results/probe/h200"
@@ -1273,6 +1274,7 @@ def table() -> str:
     lines += ["", f"- in-sample records: {len(all_rows)}, model/NVML - 1 from {min(e_in):+.1%} to {max(e_in):+.1%}; "
               f"wall ask/NVML - 1 from {min(a_in):+.1%} to {max(a_in):+.1%}; ask below the driver: "
               f"{sum(e < 0 for e in a_in)}"]
+    since: list[dict] = []
     for run in HELDOUT_RUNS:
         hrows = heldout_rows(run)
         before = _facts(run["models_before"])
@@ -1290,6 +1292,15 @@ def table() -> str:
             lines += ["", _errors(f"held-out configurations ({run['name']} run)", hrows)]
         else:
             lines.append("- held-out configurations: none recorded yet")
+        if run["name"] == FLOOR_FROM or since:
+            since += hrows
+    judged = [r for r in since if r["component"] != "detector"]
+    lines += ["", "## Held out since the floor", "",
+              f"Every held-out configuration from the {FLOOR_FROM} run on (the first judged by the floor under the "
+              "generators' pool, as committed), as the sections above judged it:", "",
+              _errors(f"since the floor, OmniGen2, LoRA and scorer configurations, the {FLOOR_FROM} to "
+                      f"{HELDOUT_RUNS[-1]['name']} runs", judged),
+              _errors("since the floor, detector configurations", [r for r in since if r not in judged])]
     lines += ["", "## Detector calls after another in the same process: set apart", "",
               "A detector probe's later configurations ran in the process of its first, and the pool kept that call's "
               "blocks; no job calls so (a keypoints job calls one image at a time). Set apart from the fit since the "

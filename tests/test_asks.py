@@ -79,7 +79,7 @@ def test_fp32_frozen_weights_add_the_cast_and_a_share_of_the_steps_activations()
     facts["models"]["omnigen2"].update(autocast_cast_gib=1.0, autocast_activations_share=0.5)
     assert facts["models"]["omnigen2"]["activations_gib"]["lora_step"][1024] == 6.13
     cfg = dict(mode="lora_step", resident=["transformer"], resolution=1024)
-    fp32, parts = asks.estimate_vram_gib(facts, "omnigen2", frozen_dtype="fp32", **cfg)
+    fp32, _ = asks.estimate_vram_gib(facts, "omnigen2", frozen_dtype="fp32", **cfg)
     bf16, _ = asks.estimate_vram_gib(facts, "omnigen2", frozen_dtype="bf16", **cfg)
     weights = (asks.weights_gib(facts, "omnigen2", "fp32", ["transformer"])
                - asks.weights_gib(facts, "omnigen2", "bf16", ["transformer"]))
@@ -467,6 +467,13 @@ def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_f
     assert [q for q in forms if q.startswith("all: without the reserve by references")]
     assert [q for q in forms if q.startswith("all: without the floor")]
     assert all(q in measured for q in quoted) and "`docs/measured.md`" in readme
+    # and its sentence on the runs since the floor: the count, the range and the two tallies as the table sums them
+    ((n, lo, hi, below, over),) = re.findall(
+        r"^- since the floor, OmniGen2, LoRA and scorer configurations, [^:]*: (\d+), wall ask/NVML - 1 from (\S+) to "
+        r"(\S+); below the driver: (\d+); over \+10%: (\d+);", walls_fit.TABLE.read_text(), re.M)
+    tallies = "none below, none over +10%" if below == over == "0" else f"{below} below, {over} over +10%"
+    assert (f"asked their {n} OmniGen2, LoRA and scorer configurations {lo} to {hi} of the driver: {tallies}"
+            in readme), (n, lo, hi, below, over)
     # the record count docs/measured.md gives today's fit is the table's
     (n,) = re.findall(r"^- in-sample records: (\d+),", walls_fit.TABLE.read_text(), re.M)
     said = re.findall(r"today's fit: (\d+) records|every one of the (\d+) committed GPU records", measured)
