@@ -239,7 +239,8 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the
   # forty-third run's refit (no fact moved), for the session's last 310 device seconds: fp32 frozen weights at sizes and
   # ranks no fp32 record holds, with the text encoder at 960 px r16 and 832 px r32, without it at 448 px r64. About 95 s
-  # of setup and 40-60 s a LoRA probe on an H100: about 250 s.
+  # of setup and 40-60 s a LoRA probe on an H100: about 250 s. Run as the forty-fourth (3533caf, 211 s on an H100): a
+  # later run repeats it until a new set is committed.
   # The forty-third run's (chosen after the forty-second's refit, committed in 6aca52e; on an H100): fp32 frozen
   # weights with the text encoder at 1024 px r8, 704 px r16 and 576 px r64, without it at 896 px r32 and 288 px r8.
   # The forty-second run's (chosen after the fp32 step's term was fitted, 2e02eae; committed in 394f182; on an H100):
