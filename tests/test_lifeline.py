@@ -9,6 +9,7 @@ Processes of a run are found by a marker in their environment, never by name.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -99,7 +100,8 @@ def tree(tmp_path):
             proc.kill()
         proc.wait()
     for pid in processes_with(marker):  # only ours: the marker is this test's own
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # listed, then ended by its lifeline before this kill
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
