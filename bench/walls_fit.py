@@ -34,6 +34,7 @@ import functools
 import glob
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -56,13 +57,25 @@ def _up(x: float, places: int) -> float:
     return math.ceil(x * 10**places - 1e-9) / 10**places
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(path: str, mtime_ns: int, size: int) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def _record(path) -> dict:
+    """A committed JSON record, parsed once a process (a rewritten file, by its mtime and size, is read again): the
+    table reads every record once per run it judges. Callers only read it."""
+    st = os.stat(path)
+    return _parsed(str(path), st.st_mtime_ns, st.st_size)
+
+
 def rows(set_apart: bool = True) -> list[dict]:
     """One row per GPU process of the committed H200 records: its configuration, allocated and reserved peaks, NVML;
     `set_apart`: a detector probe's later calls sampled AFTER_CALL (as the facts of runs from SET_APART_FROM on were
     fitted), else in-sample (as before)."""
     out = []
     for path in sorted(glob.glob(str(RESULTS / "sizing-h200-2026-12-01" / "*.json"))):
-        rec = json.loads(Path(path).read_text())
+        rec = _record(path)
         if "configurations" not in rec or rec.get("peak_nvml_process_gib") is None:
             continue
         confs = rec["configurations"]
@@ -166,7 +179,7 @@ def dag_rows(runs=None, allocator: str = "default") -> list[dict]:
         for path in sorted((run / "sizing" / "results" / "provenance").rglob("*.json")):
             if path.relative_to(run).as_posix() in skip:
                 continue
-            rec = json.loads(path.read_text())
+            rec = _record(path)
             if rec.get("nvml_peak_gib") is None or rec.get("peak_vram_gib") is None:
                 continue
             found = _dag_config(rec)
@@ -903,7 +916,7 @@ def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
             if run is not None and path.relative_to(run).as_posix() in skip:
                 continue
-            rec = json.loads(path.read_text())
+            rec = _record(path)
             if "configurations" not in rec or allocator_of(rec) != allocator:
                 continue  # a probe that failed (its error is in the record), or one under another allocator
             comp, precision = rec["component"], rec["precision"]
@@ -1282,8 +1295,9 @@ def table() -> str:
               f"wall ask/NVML - 1 from {min(a_in):+.1%} to {max(a_in):+.1%}; ask below the driver: "
               f"{sum(e < 0 for e in a_in)}"]
     since: list[dict] = []
+    held: dict[str, list[dict]] = {}
     for run in HELDOUT_RUNS:
-        hrows = heldout_rows(run)
+        hrows = held[run["name"]] = heldout_rows(run)
         before = _facts(run["models_before"])
         _annotate(hrows, before["process_overhead"], before)
         lines += ["", f"## Held out: the {run['name']} run's probes of configurations no fit before it used", "",
@@ -1318,7 +1332,7 @@ def table() -> str:
     lines += expandable_lines()
     lines += judged_lines()
     lines += rank_lines(all_rows)
-    lines += autocast_lines(all_rows)
+    lines += autocast_lines(all_rows, held)
     lines += ["", "## The walls' form against a bounded slack, each fitted on the records before a run", "",
               "The fifth run's records showed the pool's slack growing slower than a pass's activations (the detector "
               "0.23 GiB of slack at 0.76 GiB of activations, 0.44 at 2.89), so the linear form over-asks large passes. "
@@ -1462,9 +1476,9 @@ def fit_autocast(all_rows: list[dict], per_rank: float | None = None) -> tuple[f
     return _up(const, 3), _up(share, 3)
 
 
-def autocast_lines(all_rows: list[dict]) -> list[str]:
+def autocast_lines(all_rows: list[dict], held: dict[str, list[dict]]) -> list[str]:
     """The fp32 frozen weights' excess per record: in-sample against config/models.yaml's term; each held-out run's
-    against the term its models-before.yaml gave."""
+    (`held`: run name -> its heldout_rows, as table() read them) against the term its models-before.yaml gave."""
     model = _facts()["models"]["omnigen2"]
     const, share = model.get("autocast_cast_gib", 0.0), model.get("autocast_activations_share", 0.0)
     out = ["", "## The fp32 frozen weights' excess over the LoRA step's table", "",
@@ -1477,13 +1491,16 @@ def autocast_lines(all_rows: list[dict]) -> list[str]:
            "| record | resolution | encoder | rank | table activations GiB | excess GiB | term GiB | excess - term GiB | "
            "sample | ask/NVML | the constant alone: ask/NVML |", "|---|---|---|---|---|---|---|---|---|---|---|"]
 
-    def line(r: dict, facts: dict, sample: str) -> tuple[str, float]:
-        m = facts["models"]["omnigen2"]
-        act, excess = fp32_excess(r, facts)
-        term = m.get("autocast_cast_gib", 0.0) + m.get("autocast_activations_share", 0.0) * act
+    def constant_alone(facts: dict) -> dict:
         alone = copy.deepcopy(facts)
         alone["models"]["omnigen2"]["autocast_cast_gib"] = CAST_BEFORE
         alone["models"]["omnigen2"].pop("autocast_activations_share", None)
+        return alone
+
+    def line(r: dict, facts: dict, alone: dict, sample: str) -> tuple[str, float]:
+        m = facts["models"]["omnigen2"]
+        act, excess = fp32_excess(r, facts)
+        term = m.get("autocast_cast_gib", 0.0) + m.get("autocast_activations_share", 0.0) * act
         c = r["config"]
         rec = r["record"].split("bench/results/")[-1]
         return (f"| {rec} | {c['resolution']} | {c['text_encoder']} | {c.get('rank', 8)} | {act:.3f} | {excess:+.3f} | "
@@ -1491,18 +1508,21 @@ def autocast_lines(all_rows: list[dict]) -> list[str]:
                 f"{asked_gib(r, alone)[0] / r['nvml']:.3f} |", excess - term)
 
     errs: dict[str, list[float]] = {}
+    now = _facts()
+    now_alone = constant_alone(now)
     for r in sorted((r for r in all_rows if r["kind"] == "training" and r["config"]["frozen_dtype"] == "fp32"),
                     key=lambda r: (r["config"]["resolution"], r["record"])):
-        text, e = line(r, _facts(), "in-sample")
+        text, e = line(r, now, now_alone, "in-sample")
         out.append(text)
         errs.setdefault("in-sample", []).append(e)
     for run in HELDOUT_RUNS:
+        fp32 = [r for r in held[run["name"]] if r["kind"] == "training" and r["config"]["frozen_dtype"] == "fp32"]
         facts = _facts(run["models_before"])
-        for r in heldout_rows(run):
-            if r["kind"] == "training" and r["config"]["frozen_dtype"] == "fp32":
-                text, e = line(r, facts, f"held out ({run['name']}), its models-before.yaml's term")
-                out.append(text)
-                errs.setdefault(run["name"], []).append(e)
+        alone = constant_alone(facts) if fp32 else facts
+        for r in fp32:
+            text, e = line(r, facts, alone, f"held out ({run['name']}), its models-before.yaml's term")
+            out.append(text)
+            errs.setdefault(run["name"], []).append(e)
     out.append("")
     out += [f"- fp32 excess minus term, {k}: {len(v)} records, {min(v):+.3f} to {max(v):+.3f} GiB, short: "
             f"{sum(1 for e in v if e > 0)}" for k, v in errs.items()]
@@ -1537,11 +1557,12 @@ def fitted() -> dict:
     for r in all_rows:
         r["weights"] = weights_of(r)
     one, share = fit_detector_batch(all_rows)
+    per_rank = fit_rank(all_rows)
     return {"process_overhead": {**fit_with_references(all_rows, CONTEXT_STEPS), "build": fit_build(build_rows())},
             "process_overhead_expandable": fit_expandable(),
             "activations_gib_per_prompt_token": fit_scorer(scorer_rows()),
-            "lora_gib_per_rank": fit_rank(all_rows),
-            "autocast": fit_autocast(all_rows, fit_rank(all_rows)),
+            "lora_gib_per_rank": per_rank,
+            "autocast": fit_autocast(all_rows, per_rank),
             "detector_activations_576": one, "activations_batch_shared": share}
 
 
