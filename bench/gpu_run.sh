@@ -237,10 +237,13 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-06, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
   # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the
-  # forty-fourth run's refit (the fp32 step's excess 1.116 + 0.166 x the table's activations), at sizes and ranks no
-  # record holds: fp32 frozen weights with the text encoder at 768 px r64 and 352 px r16, without it at 992 px r32 and
-  # 576 px r4; bf16 with the encoder at 640 px r32. About 95 s of setup and 40-60 s a LoRA probe on an H100: about
-  # 330 s.
+  # forty-fifth run (no fact moved), at sizes and ranks no record holds: fp32 frozen weights with the text encoder at
+  # 640 px r4 and at 1024 px r32 (the largest step the walls ask, 33.274 GiB), without it at 320 px r64 (below the
+  # training context's step); bf16 with the encoder at 768 px r64. About 95 s of setup and 40-65 s a LoRA probe on an
+  # H100: about 300 s, for a session's last device seconds.
+  # The forty-fifth run's (chosen after the forty-fourth's refit, committed in 9451d3e, run at 982abfa; on an H100):
+  # fp32 frozen weights with the text encoder at 768 px r64 and 352 px r16, without it at 992 px r32 and 576 px r4;
+  # bf16 with the encoder at 640 px r32.
   # The forty-fourth run's (chosen after the forty-third's refit, committed in 3533caf; on an H100): fp32 frozen
   # weights with the text encoder at 960 px r16 and 832 px r32, without it at 448 px r64.
   # The forty-third run's (chosen after the forty-second's refit, committed in 6aca52e; on an H100): fp32 frozen
@@ -313,8 +316,8 @@ heldout() {  # configurations no fit used, chosen and committed before the run (
   ln -sfn "$REPO/sizing/models/sizing/omnigen2" "$work/models/omnigen2"
   local base=(--work "$work" --out "$RUN/heldout/records" --timeout 300 --steps 4 --scorer-precisions)
   local common=("${base[@]}" --no-detector)
-  python3 bench/sizing_gpu.py "${common[@]}" --items 1 --omnigen2-precisions --lora-steps fp32:resident:768:64 \
-    fp32:precomputed:992:32 fp32:resident:352:16 fp32:precomputed:576:4 bf16:resident:640:32
+  python3 bench/sizing_gpu.py "${common[@]}" --items 1 --omnigen2-precisions --lora-steps fp32:resident:640:4 \
+    fp32:precomputed:320:64 fp32:resident:1024:32 bf16:resident:768:64
 }
 
 judge() {  # configurations neither the ninth run nor any fit under expandable segments saw, chosen and committed
