@@ -17,11 +17,11 @@ reserved - allocated (NVML - allocated - context where a record has no pool figu
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
 Held out (HELDOUT_RUNS): each of the third to eighth, the eighteenth to twenty-third, the twenty-fifth, the
-twenty-sixth to the forty-fourth (an H100's) runs' probes (the default
+twenty-sixth to the forty-fifth and the forty-seventh (an H100's) runs' probes (the default
 allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
 at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
 two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
-d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca, 4ad07fb, 9b88747, 35ef3d1, db1d76b, b2d7299, 36045b4, 97c3880, e21c442, 00dcf85, f3d5b57, a269dae, c03fbf5, bd53257, 200d977, d08e785, 394f182, 6aca52e and 3533caf, each fitted on every default-allocator record of the runs before it).
+d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca, 4ad07fb, 9b88747, 35ef3d1, db1d76b, b2d7299, 36045b4, 97c3880, e21c442, 00dcf85, f3d5b57, a269dae, c03fbf5, bd53257, 200d977, d08e785, 394f182, 6aca52e, 3533caf, 982abfa and e1ac8aa, each fitted on every default-allocator record of the runs before it).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
@@ -142,7 +142,8 @@ DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12
             RESULTS / "gpu-run-h200-2026-12-02-run5", RESULTS / "gpu-run-h200-2026-12-02-run6",
             RESULTS / "gpu-run-h200-2026-12-02-run6-repeat", RESULTS / "gpu-run-h200-2026-12-03-run7",
             RESULTS / "gpu-run-h200-2026-12-03-run8", RESULTS / "gpu-run-h200-2026-12-04-run22",
-            RESULTS / "gpu-run-h200-2026-12-04-run24", RESULTS / "gpu-run-h100-2026-12-05-run26")
+            RESULTS / "gpu-run-h200-2026-12-04-run24", RESULTS / "gpu-run-h100-2026-12-05-run26",
+            RESULTS / "gpu-run-h100-2026-12-06-run46")
 
 
 
@@ -679,6 +680,8 @@ _RUN41 = RESULTS / "gpu-run-h100-2026-12-06-run41"
 _RUN42 = RESULTS / "gpu-run-h100-2026-12-06-run42"
 _RUN43 = RESULTS / "gpu-run-h100-2026-12-06-run43"
 _RUN44 = RESULTS / "gpu-run-h100-2026-12-06-run44"
+_RUN45 = RESULTS / "gpu-run-h100-2026-12-06-run45"
+_RUN47 = RESULTS / "gpu-run-h100-2026-12-06-run47"
 # Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
 # config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
 # those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
@@ -850,6 +853,18 @@ HELDOUT_RUNS = (
     # session, on its last 310 device seconds: fp32 steps at sizes and ranks no fp32 record held
     _heldout_run("forty-fourth (H100)", _RUN44, "3533caf",
                  _refit_after("forty-third", _WITH_FLOOR + ", the detector on each process's first call alone, the "
+                              "fp32 step's excess by its activations"),
+                 set_apart=True),
+    # chosen after the forty-fourth's refit (the fp32 term 1.116 + 0.166 x over 19 records) and committed in 9451d3e;
+    # run at 982abfa, the next session, on an H100: fp32 steps at sizes and ranks no fp32 record held, one bf16
+    _heldout_run("forty-fifth (H100)", _RUN45, "982abfa",
+                 _refit_after("forty-fourth", _WITH_FLOOR + ", the detector on each process's first call alone, the "
+                              "fp32 step's excess by its activations"),
+                 set_apart=True),
+    # chosen after the forty-fifth (no fact moved) and committed in e1ac8aa, which ran it; on an H100, the same session,
+    # after the forty-sixth (the whole DAG at 982abfa, whose jobs' configurations were all in the fit before it)
+    _heldout_run("forty-seventh (H100)", _RUN47, "e1ac8aa",
+                 _refit_after("forty-fifth", _WITH_FLOOR + ", the detector on each process's first call alone, the "
                               "fp32 step's excess by its activations"),
                  set_apart=True),
 )
@@ -1262,7 +1277,7 @@ def table() -> str:
     lines = ["# What the driver sees of a GPU process, per kind: fitted on some H200 records, judged on others",
              "",
              "Made by `.venv/bin/python bench/walls_fit.py --write` from the committed raw records (NVIDIA H200, driver "
-             "580.159.04, torch 2.11.0+cu130; the twenty-sixth to forty-fourth runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
+             "580.159.04, torch 2.11.0+cu130; the twenty-sixth to forty-seventh runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
              "the same driver and torch; random weights at the real shapes). NVML = the process as the driver saw "
              "it; weights = the resident weights config/models.yaml gives for the configuration; model = allocated x "
              "(1 + allocator_reserve) + (allocated - weights) x activations_reserve (a generator's by reference count, at "

@@ -546,6 +546,7 @@ RUN22 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run22"
 RUN24 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-04-run24"
 RUN25 = REPO / "bench" / "results" / "gpu-run-h200-2026-12-05-run25"
 RUN26 = REPO / "bench" / "results" / "gpu-run-h100-2026-12-05-run26"  # an H100: no H200 was lent that session
+RUN46 = REPO / "bench" / "results" / "gpu-run-h100-2026-12-06-run46"  # the whole DAG at 982abfa, on an H100
 
 
 # what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
@@ -561,7 +562,7 @@ def _quoted_summary(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("run", [GPU_RUN, CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11, RUN15, RUN17,
-                                 RUN22, RUN24, RUN26],
+                                 RUN22, RUN24, RUN26, RUN46],
                          ids=lambda p: p.name)
 def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme_quotes_its_summary(gpu_table, run):
     text = gpu_table.table(run)
@@ -590,7 +591,8 @@ def test_the_allocator_a_b_table_regenerates_and_the_account_quotes_its_lines(ru
     assert len(quoted) == 4 and all(q in GPU_RUNS_DOC.read_text() for q in quoted)
 
 
-@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11, RUN24], ids=lambda p: p.name)
+@pytest.mark.parametrize("run", [CAP24_RUN, RUN3, RUN4, RUN5, RUN6, RUN7, RUN8, RUN9, RUN11, RUN24, RUN46],
+                         ids=lambda p: p.name)
 def test_the_committed_24_gib_matrix_regenerates_from_its_records_and_the_readme_quotes_it(run):
     cap24 = _bench("cap24_matrix")
     text = cap24.matrix(run)
