@@ -478,6 +478,11 @@ def test_the_readme_quotes_the_held_out_figures_as_the_table_prints_them(walls_f
     (n,) = re.findall(r"^- in-sample records: (\d+),", walls_fit.TABLE.read_text(), re.M)
     said = re.findall(r"today's fit: (\d+) records|every one of the (\d+) committed GPU records", measured)
     assert len(said) == 2 and {a or b for a, b in said} == {n}, (said, n)
+    # and the RAM wall's count and range (it said 233 records for three sessions after the table counted more)
+    ((n, lo, hi),) = re.findall(r"^- records with a peak RSS: (\d+), RAM ask/peak RSS from (\S+) to (\S+);",
+                                walls_fit.TABLE.read_text(), re.M)
+    assert re.findall(r"peak RSS is above its RAM ask \((\d+) records, ask/RSS (\S+)-(\S+?),", measured) == [
+        (n, lo, hi)], (n, lo, hi)
 
 
 def test_the_readme_names_the_commit_of_every_committed_gpu_run_record():
