@@ -577,6 +577,71 @@ def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme
     assert len(quoted) == 5 and all(q in runs for q in quoted), [q for q in quoted if q not in runs]
 
 
+# the README's whole-DAG figures ("In short"): a run's asks by its ordinal and commit, its forecasts by its ordinal
+_README_DAG_ASKS = {RUN11: "eleventh", RUN24: "twenty-fourth", RUN26: "twenty-sixth", RUN46: "forty-sixth"}
+_README_FORECASTS = {RUN7: "seventh", RUN11: "eleventh", RUN15: "fifteenth", RUN17: "seventeenth",
+                     RUN22: "twenty-second", RUN24: "twenty-fourth", RUN26: "twenty-sixth", RUN46: "forty-sixth"}
+
+
+def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them(gpu_table):
+    readme = " ".join((REPO / "README.md").read_text().split())
+    for run in sorted(set(_README_DAG_ASKS) | set(_README_FORECASTS)):
+        text = gpu_table.table(run)  # from the run's records, not the committed table.md
+        summary = "\n".join(_quoted_summary(text))
+        n, lo, hi = re.search(r"DAG GPU jobs: (\d+), asked/NVML (\S+)-(\S+),", summary).groups()
+        if run in _README_DAG_ASKS:
+            commit = text.split("\n|---", 1)[1].splitlines()[1].split("|")[-2].strip()
+            at = readme.find(f"{_README_DAG_ASKS[run]} ({commit}")
+            assert at >= 0, (run.name, commit)
+            sentence = readme[at:readme.index(". ", at)]
+            assert f"{lo}-{hi}" in sentence and re.search(rf"\b(all|its) {n} ", sentence), (run.name, sentence)
+        if run in _README_FORECASTS:
+            within, of = re.search(r"within 20% of actual: (\d+) of (\d+) jobs", summary).groups()
+            flo, fhi = re.search(r"forecast from a probe: (\S+)-(\S+) \(", summary).groups()
+            m = re.search(rf"\b{within} of {of}(?: jobs)? in the {_README_FORECASTS[run]}\b", readme)
+            assert m, (run.name, within, of)
+            if readme[m.end():].startswith((" (", " run (")):  # the range, where the README gives one
+                assert f"{flo}-{fhi}" in readme[m.end():readme.index(")", m.end())], (run.name, flo, fhi)
+            else:
+                assert run in (RUN7, RUN11, RUN15, RUN17, RUN22), run.name
+    # "every DAG job of every run was asked at or above what the driver saw, except two in the third and three in the
+    # twenty-second (c4b8144): ... asked 0.979-0.988": every committed run table's count, and those jobs' range
+    below = {}
+    for table in sorted((REPO / "bench" / "results").glob("gpu-run-h*/table.md")):
+        (k,) = re.findall(r"^- DAG GPU jobs: \d+, asked/NVML \S+, below 1: (\d+)$", table.read_text(), re.M)
+        if k != "0":
+            below[table.parent] = int(k)
+    assert below == {RUN3: 2, RUN22: 3}, below
+    assert "asked at or above what the driver saw, except two in the third and three in the twenty-second" in readme
+    asked = sorted(float(line.split("|")[7]) for line in gpu_table.table(RUN22).splitlines()
+                   if line.startswith("| ") and line.split("|")[7].strip().replace(".", "").isdigit()
+                   and float(line.split("|")[7]) < 1)
+    assert len(asked) == 3 and f"asked {asked[0]:.3f}-{asked[-1]:.3f} of the driver" in readme, asked
+    # "the same jobs run twice on one machine moved by 0.878-1.129 (sixth)": the repeat table's wall first/second
+    repeat = RUN6.with_name(RUN6.name + "-repeat")
+    ((lo, hi),) = re.findall(r"wall first/second (\S+)-(\S+?);", _bench("gpu_repeat").table(repeat))
+    assert f"twice on one machine moved by {lo}-{hi} (sixth)" in readme, (lo, hi)
+    # "no run had a false admit; two had a false refusal": every committed 24 GiB matrix's counts
+    admits = refusals = 0
+    for cap in (REPO / "bench" / "results").glob("gpu-run-h*/cap24.md"):
+        text = cap.read_text()
+        admits += int(re.search(r"^- admitted, failed under the cap \(false admits\): (\d+)$", text, re.M)[1])
+        refusals += int(re.search(r"^- refused, completed under the cap \(false refusals\): (\d+)$", text, re.M)[1])
+    assert (admits, refusals) == (0, 2) and "no run had a false admit; two had a false refusal" in readme
+    # the HEF export at the real shape: the runs that made one, and its census, parameters and parity as each recorded
+    exports = {}
+    for record in (REPO / "bench" / "results").glob("gpu-run-h*/sizing/results/hef/rfdetr-keypoint.export.json"):
+        rec = json.loads(record.read_text())
+        exports[_bench("walls_fit").run_ordinal(str(record.relative_to(REPO)))] = (
+            rec["export"]["optimizer"]["nodes_before"], rec["census"]["nodes"], rec["census"]["operator_types"],
+            rec["parameters"]["device_half"], rec["parameters"]["whole_model"], f"{rec['parity']['max_abs_diff']:.2e}")
+    assert sorted(exports) == [2, 3, 4, 5, 6, 8, 11, 24, 46] and "The HEF export ran in the second to sixth, the eighth, " \
+        "the eleventh, the twenty-fourth and the forty-sixth runs at the real shape" in readme, sorted(exports)
+    ((before, nodes, types, half, whole, parity),) = set(exports.values())
+    assert (f"it gave {before} -> {nodes} nodes and {types} operator types, parameters {half:,} / {whole:,}, and parity "
+            f"{parity} against the 1e-4 threshold") in readme, (before, nodes, types, half, whole, parity)
+
+
 def test_the_same_jobs_twice_table_regenerates_and_the_account_quotes_it():
     # the sixth run's repeat pass (bench/gpu_run.sh repeat): each job's seconds against its first pass's
     repeat = RUN6.with_name(RUN6.name + "-repeat")
