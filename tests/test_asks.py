@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import decimal
 import json
 import os
 import re
@@ -628,6 +629,15 @@ def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them
         admits += int(re.search(r"^- admitted, failed under the cap \(false admits\): (\d+)$", text, re.M)[1])
         refusals += int(re.search(r"^- refused, completed under the cap \(false refusals\): (\d+)$", text, re.M)[1])
     assert (admits, refusals) == (0, 2) and "no run had a false admit; two had a false refusal" in readme
+    # the load spreads: the detector's and the generator's probes under each allocator (alloc_ab), two decimals
+    for run, component, said in ((RUN24, "detector/", "its probe loaded in {}-{} s under the default allocator and "
+                                  "{}-{} s under expandable segments"),
+                                 (RUN25, "generator/", "The generator's loaded in {}-{} s and {}-{} s (default; "
+                                  "expandable segments)")):
+        (line,) = [q for q in _quoted_summary(_bench("alloc_ab").table(run)) if q.startswith(component) and "load s" in q]
+        spans = re.findall(r"(?:default|segments) (\S+)-(\S+) \(", line)
+        cents = (decimal.Decimal(x).quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP) for s in spans for x in s)
+        assert said.format(*cents) in readme, line
     # the HEF export at the real shape: the runs that made one, and its census, parameters and parity as each recorded
     exports = {}
     for record in (REPO / "bench" / "results").glob("gpu-run-h*/sizing/results/hef/rfdetr-keypoint.export.json"):
