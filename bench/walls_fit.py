@@ -1586,9 +1586,9 @@ _HELD_LINE = re.compile(r"- held-out configurations \((?P<run>.+?) run(?:, (?P<h
                         r"model/NVML - 1 from (?P<m0>\S+) to (?P<m1>\S+)$")
 
 
-def readme_rows(text: str) -> list[str]:
-    """The table's held-out summary lines as the README's table rows (run, allocator, configurations, wall ask/NVML
-    - 1, below the driver, over +10%, model/NVML - 1), in the table's order."""
+def heldout_table_rows(text: str) -> list[str]:
+    """The table's held-out summary lines as docs/measured.md's table rows (run, allocator, configurations, wall
+    ask/NVML - 1, below the driver, over +10%, model/NVML - 1), in the table's order."""
     rows = []
     for line in text.splitlines():
         if line.startswith("- held-out configurations"):
@@ -1604,11 +1604,11 @@ def readme_rows(text: str) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"write {TABLE.relative_to(REPO)}")
-    ap.add_argument("--readme", action="store_true", help="print the held-out rows of the README's table only")
+    ap.add_argument("--rows", action="store_true", help="print the held-out rows of docs/measured.md's table only")
     args = ap.parse_args(argv)
     text = table()
-    if args.readme:
-        print("\n".join(readme_rows(text)))
+    if args.rows:
+        print("\n".join(heldout_table_rows(text)))
         return 0
     if args.write:
         TABLE.write_text(text)
