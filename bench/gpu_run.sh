@@ -236,11 +236,12 @@ read -r -a CAPPED <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
 
 heldout() {  # configurations no fit used, chosen and committed before the run (2026-12-06, under torch's DEFAULT allocator,
   # the desk's (config/machines.yaml): judged by config/models.yaml's process_overhead as committed then,
-  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process), chosen after the
-  # forty-fifth run (no fact moved), at sizes and ranks no record holds: fp32 frozen weights with the text encoder at
-  # 640 px r4 and at 1024 px r32 (the largest step the walls ask, 33.274 GiB), without it at 320 px r64 (below the
-  # training context's step); bf16 with the encoder at 768 px r64. About 95 s of setup and 40-65 s a LoRA probe on an
-  # H100: about 300 s, for a session's last device seconds.
+  # bench/walls_fit.py HELDOUT_RUNS; memory: few steps and items, each in its own process). The last set ran in the
+  # forty-seventh run (chosen after the forty-fifth, no fact moved; committed in e1ac8aa, which ran it; on an H100,
+  # 210.7 s with setup): fp32 frozen weights with the text encoder at 640 px r4 and at 1024 px r32 (the largest step
+  # the walls ask, 33.274 GiB), without it at 320 px r64 (below the training context's step); bf16 with the encoder at
+  # 768 px r64. A run after it: replace the set below with configurations no record holds, chosen and committed
+  # before the run; the same command is then judged by bench/walls_fit.py once its records are added there.
   # The forty-fifth run's (chosen after the forty-fourth's refit, committed in 9451d3e, run at 982abfa; on an H100):
   # fp32 frozen weights with the text encoder at 768 px r64 and 352 px r16, without it at 992 px r32 and 576 px r4;
   # bf16 with the encoder at 640 px r32.
