@@ -486,6 +486,19 @@ def test_the_readme_and_docs_quote_the_held_out_figures_as_the_table_prints_them
     (n,) = re.findall(r"^- in-sample records: (\d+),", walls_fit.TABLE.read_text(), re.M)
     said = re.findall(r"today's fit: (\d+) records|every one of the (\d+) committed GPU records", measured)
     assert len(said) == 2 and {a or b for a, b in said} == {n}, (said, n)
+    # and its detector sentence: the thirty-sixth's 26 images a call, then the first calls held out after the change
+    sections = re.split(r"^## ", text, flags=re.M)
+
+    def detector(ordinal: str) -> list[tuple[int, str]]:
+        (sec,) = [x for x in sections if x.startswith(f"Held out: the {ordinal} (H100) run's")]
+        return [(int(re.search(r"images_per_call (\d+)", line)[1]), line.split("|")[11].strip())
+                for line in sec.splitlines() if line.startswith("| detector |")]
+
+    after = detector("thirty-eighth") + detector("thirty-ninth")
+    images, asked = sorted(n for n, _ in after), sorted(a for _, a in after)
+    assert len(after) == 8 and (f"asked eight first calls of {images[0]} to {images[-1]} images {asked[0]}-{asked[-1]}"
+                                in readme), after
+    assert f"(26 images a call {dict(detector('thirty-sixth'))[26]})" in readme
     # and the RAM wall's count and range (it said 233 records for three sessions after the table counted more)
     ((n, lo, hi),) = re.findall(r"^- records with a peak RSS: (\d+), RAM ask/peak RSS from (\S+) to (\S+);",
                                 walls_fit.TABLE.read_text(), re.M)
@@ -591,7 +604,7 @@ _README_FORECASTS = {RUN7: "seventh", RUN11: "eleventh", RUN15: "fifteenth", RUN
                      RUN22: "twenty-second", RUN24: "twenty-fourth", RUN26: "twenty-sixth", RUN46: "forty-sixth"}
 
 
-def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them(gpu_table):
+def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them(gpu_table, walls_fit):
     readme = " ".join((REPO / "README.md").read_text().split())
     for run in sorted(set(_README_DAG_ASKS) | set(_README_FORECASTS)):
         text = gpu_table.table(run)  # from the run's records, not the committed table.md
@@ -612,6 +625,20 @@ def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them
                 assert f"{flo}-{fhi}" in readme[m.end():readme.index(")", m.end())], (run.name, flo, fhi)
             else:
                 assert run in (RUN7, RUN11, RUN15, RUN17, RUN22), run.name
+    # "It has run forty-seven times ... the last twenty-two an H100": the committed run folders
+    def words(n: int) -> str:
+        ones = "one two three four five six seven eight nine".split()
+        teens = "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
+        tens = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+        return (ones[n - 1] if n < 10 else teens[n - 10] if n < 20
+                else tens[n // 10 - 2] + (f"-{ones[n % 10 - 1]}" if n % 10 else ""))
+
+    folders = [f for f in (REPO / "bench" / "results").glob("gpu-run-h*") if not f.name.endswith("-repeat")]
+    every = {walls_fit.run_ordinal(f"{f.relative_to(REPO)}/") for f in folders}
+    h100 = {walls_fit.run_ordinal(f"{f.relative_to(REPO)}/") for f in folders if f.name.startswith("gpu-run-h100")}
+    assert every == set(range(1, max(every) + 1)) and h100 == set(range(min(h100), max(every) + 1)), (every, h100)
+    assert (f"It has run {words(max(every))} times" in readme and f"the last {words(len(h100))} an H100" in readme
+            and words(47) == "forty-seven" and words(22) == "twenty-two" and words(13) == "thirteen"), (every, h100)
     # "every DAG job of every run was asked at or above what the driver saw, except two in the third and three in the
     # twenty-second (c4b8144): ... asked 0.979-0.988": every committed run table's count, and those jobs' range
     below = {}
@@ -625,6 +652,15 @@ def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them
                    if line.startswith("| ") and line.split("|")[7].strip().replace(".", "").isdigit()
                    and float(line.split("|")[7]) < 1)
     assert len(asked) == 3 and f"asked {asked[0]:.3f}-{asked[-1]:.3f} of the driver" in readme, asked
+    # the one forecast outside 20% in the twenty-fourth: the text encoder's probe loads, first pass then second
+    loads = [json.loads(f.read_text())["load_seconds"] for f in (
+        RUN24 / "probe_warmup" / "results" / "h200" / "text_encoder.json",
+        RUN24 / "sizing" / "results" / "probe" / "h200" / "text_encoder.json")]
+    assert f"whose probe loaded in {loads[0]:.1f} s and then {loads[1]:.1f})" in readme, loads
+    # "the same jobs ask ... with today's facts": the walls table's in-sample asks of those three jobs
+    today = sorted(line.split("|")[12].strip() for line in walls_fit.TABLE.read_text().splitlines()
+                   if "| gpu-run-h200-2026-12-04-run22:generate/" in line and "| in-sample |" in line)
+    assert len(today) == 3 and f"the same jobs ask {today[0]}-{today[-1]} with today's facts" in readme, today
     # "the same jobs run twice on one machine moved by 0.878-1.129 (sixth)": the repeat table's wall first/second
     repeat = RUN6.with_name(RUN6.name + "-repeat")
     ((lo, hi),) = re.findall(r"wall first/second (\S+)-(\S+?);", _bench("gpu_repeat").table(repeat))
@@ -636,6 +672,26 @@ def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them
         admits += int(re.search(r"^- admitted, failed under the cap \(false admits\): (\d+)$", text, re.M)[1])
         refusals += int(re.search(r"^- refused, completed under the cap \(false refusals\): (\d+)$", text, re.M)[1])
     assert (admits, refusals) == (0, 2) and "no run had a false admit; two had a false refusal" in readme
+    # "the same keypoints job loaded in 7.45-12.11 s over six jobs of one run": the twenty-fourth's load actual column
+    head, *rows = [line.split("|")[1:-1] for line in gpu_table.table(RUN24).splitlines() if line.startswith("| ")]
+    col = [c.strip() for c in head].index("load actual s")
+    loads = sorted(float(r[col]) for r in rows if r[0].strip().startswith("keypoints"))
+    assert len(loads) == 6 and f"keypoints job loaded in {loads[0]:.2f}-{loads[-1]:.2f} s over six jobs" in readme, loads
+    # the warm-up gate in the twenty-fourth: the plan's warm-ups against the jobs' first items over their later ones
+    def cents(x: float) -> decimal.Decimal:
+        return decimal.Decimal(f"{x:.3f}").quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP)
+
+    plan = json.loads((RUN24 / "plan-before.json").read_text())["jobs"]
+    warm = {j["rule"]: re.search(r"warm-up (\S+) s", j["seconds_source"])[1] for j in plan
+            if j["rule"] in ("generate", "keypoints")}
+    done = RUN24 / "sizing" / "results"
+    views = [json.loads((done / "generate" / c / "views.json").read_text())["views"] for c in "ABCD"]
+    firsts = sorted(cents(v[min(v, key=int)]["seconds"] - v[max(v, key=int)]["seconds"]) for v in views)
+    images = [json.loads(f.read_text())["timing"]["image_seconds"] for f in (done / "provenance").glob("keypoints*/**/*.json")]
+    over = sorted(cents(t[0] - sum(t[1:]) / len(t[1:])) for t in images)
+    assert len(firsts) == 4 and len(over) == 6 and (
+        f"(the generator's {warm['generate']} s against first views {firsts[0]}-{firsts[-1]} s over the second; the "
+        f"detector's {warm['keypoints']} s against {over[0]}-{over[-1]} s)") in readme, (warm, firsts, over)
     # the load spreads: the detector's and the generator's probes under each allocator (alloc_ab), two decimals
     for run, component, said in ((RUN24, "detector/", "its probe loaded in {}-{} s under the default allocator and "
                                   "{}-{} s under expandable segments"),
