@@ -606,6 +606,10 @@ _README_FORECASTS = {RUN7: "seventh", RUN11: "eleventh", RUN15: "fifteenth", RUN
 
 def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them(gpu_table, walls_fit):
     readme = " ".join((REPO / "README.md").read_text().split())
+
+    def cents(x: float) -> decimal.Decimal:  # two decimals, rounded half up from the record's three, as written
+        return decimal.Decimal(f"{x:.3f}").quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP)
+
     for run in sorted(set(_README_DAG_ASKS) | set(_README_FORECASTS)):
         text = gpu_table.table(run)  # from the run's records, not the committed table.md
         summary = "\n".join(_quoted_summary(text))
@@ -678,9 +682,6 @@ def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them
     loads = sorted(float(r[col]) for r in rows if r[0].strip().startswith("keypoints"))
     assert len(loads) == 6 and f"keypoints job loaded in {loads[0]:.2f}-{loads[-1]:.2f} s over six jobs" in readme, loads
     # the warm-up gate in the twenty-fourth: the plan's warm-ups against the jobs' first items over their later ones
-    def cents(x: float) -> decimal.Decimal:
-        return decimal.Decimal(f"{x:.3f}").quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP)
-
     plan = json.loads((RUN24 / "plan-before.json").read_text())["jobs"]
     warm = {j["rule"]: re.search(r"warm-up (\S+) s", j["seconds_source"])[1] for j in plan
             if j["rule"] in ("generate", "keypoints")}
@@ -699,13 +700,12 @@ def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them
                                   "expandable segments)")):
         (line,) = [q for q in _quoted_summary(_bench("alloc_ab").table(run)) if q.startswith(component) and "load s" in q]
         spans = re.findall(r"(?:default|segments) (\S+)-(\S+) \(", line)
-        cents = (decimal.Decimal(x).quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP) for s in spans for x in s)
-        assert said.format(*cents) in readme, line
+        assert said.format(*(cents(float(x)) for span in spans for x in span)) in readme, line
     # the HEF export at the real shape: the runs that made one, and its census, parameters and parity as each recorded
     exports = {}
     for record in (REPO / "bench" / "results").glob("gpu-run-h*/sizing/results/hef/rfdetr-keypoint.export.json"):
         rec = json.loads(record.read_text())
-        exports[_bench("walls_fit").run_ordinal(str(record.relative_to(REPO)))] = (
+        exports[walls_fit.run_ordinal(str(record.relative_to(REPO)))] = (
             rec["export"]["optimizer"]["nodes_before"], rec["census"]["nodes"], rec["census"]["operator_types"],
             rec["parameters"]["device_half"], rec["parameters"]["whole_model"], f"{rec['parity']['max_abs_diff']:.2e}")
     assert sorted(exports) == [2, 3, 4, 5, 6, 8, 11, 24, 46] and "The HEF export ran in the second to sixth, the eighth, " \
