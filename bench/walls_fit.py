@@ -705,6 +705,8 @@ def _refit_after(previous: str, also: str = "") -> str:
 FLOOR_FROM = "thirty-third (H100)"  # the first run judged by the floor under the generators' pool, as committed
 _BY_REFERENCES = ", with the generators' reserve by reference count"
 _WITH_FLOOR = _BY_REFERENCES + " and a floor under the pool"
+_FIRST_CALL = _WITH_FLOOR + ", the detector on each process's first call alone"
+_FP32_TERM = _FIRST_CALL + ", the fp32 step's excess by its activations"
 _SIZING_PROBES = "sizing/results/probe/h200"
 HELDOUT_RUNS = (
     _heldout_run("third", _RUN3, "cc2b805",
@@ -816,56 +818,51 @@ HELDOUT_RUNS = (
     # 31261c0; c03fbf5, which changed bench/gpu_run.sh's guard and the docs alone, ran it); on an H100, the same
     # session. Its control (30 images a call after 6 in one process) is set apart, as the fit sets such calls apart
     _heldout_run("thirty-eighth (H100)", _RUN38, "c03fbf5",
-                 _refit_after("thirty-seventh", _WITH_FLOOR + ", the detector on each process's first call alone"),
+                 _refit_after("thirty-seventh", _FIRST_CALL),
                  "heldout/records", "control/records", set_apart=True),
     # chosen after the thirty-eighth's refit (committed in 5f3772a, its detector probes put first in bd53257, which ran
     # it; bd53257's config/models.yaml is the thirty-eighth's refit); on an H100, the same session, on its last 286
     # device seconds: the detector's 3 configurations and NF4 192 px ran, the rest not (the call ended during the LoRA
     # probe)
     _heldout_run("thirty-ninth (H100)", _RUN39, "bd53257",
-                 _refit_after("thirty-eighth", _WITH_FLOOR + ", the detector on each process's first call alone"),
+                 _refit_after("thirty-eighth", _FIRST_CALL),
                  set_apart=True),
     # what the thirty-ninth did not reach, the same set (committed in 5f3772a; 200d977, whose config/models.yaml is the
     # thirty-ninth's refit, no fact moved, ran it); on an H100 the next session, all 5 configurations in one call
     _heldout_run("fortieth (H100)", _RUN40, "200d977",
-                 _refit_after("thirty-ninth", _WITH_FLOOR + ", the detector on each process's first call alone"),
+                 _refit_after("thirty-ninth", _FIRST_CALL),
                  set_apart=True),
     # chosen after the fortieth's refit (no fact moved) and committed in d08e785, which ran it; on an H100, the same
     # session: the LoRA step with the text encoder resident and in fp32, the scorer grading 384 px images
     _heldout_run("forty-first (H100)", _RUN41, "d08e785",
-                 _refit_after("fortieth", _WITH_FLOOR + ", the detector on each process's first call alone"),
+                 _refit_after("fortieth", _FIRST_CALL),
                  set_apart=True),
     # chosen after the forty-first's refit and the fp32 step's term fitted on its records (the term committed in
     # 2e02eae, the set in 394f182, which ran it); on an H100, the same session: the fp32 step past both ends of the
     # term's records
     _heldout_run("forty-second (H100)", _RUN42, "394f182",
-                 _refit_after("forty-first", _WITH_FLOOR + ", the detector on each process's first call alone, the "
-                              "fp32 step's excess by its activations"),
+                 _refit_after("forty-first", _FP32_TERM),
                  set_apart=True),
     # chosen after the forty-second's refit (the fp32 term 1.133 + 0.158 x, the training context 1.81 below 384 px;
     # committed in 4392dfe, the set in 6aca52e, which ran it); on an H100, the same session: fp32 steps at sizes and
     # ranks no fp32 record held
     _heldout_run("forty-third (H100)", _RUN43, "6aca52e",
-                 _refit_after("forty-second", _WITH_FLOOR + ", the detector on each process's first call alone, the "
-                              "fp32 step's excess by its activations"),
+                 _refit_after("forty-second", _FP32_TERM),
                  set_apart=True),
     # chosen after the forty-third's refit (no fact moved) and committed in 3533caf, which ran it; on an H100, the same
     # session, on its last 310 device seconds: fp32 steps at sizes and ranks no fp32 record held
     _heldout_run("forty-fourth (H100)", _RUN44, "3533caf",
-                 _refit_after("forty-third", _WITH_FLOOR + ", the detector on each process's first call alone, the "
-                              "fp32 step's excess by its activations"),
+                 _refit_after("forty-third", _FP32_TERM),
                  set_apart=True),
     # chosen after the forty-fourth's refit (the fp32 term 1.116 + 0.166 x over 19 records) and committed in 9451d3e;
     # run at 982abfa, the next session, on an H100: fp32 steps at sizes and ranks no fp32 record held, one bf16
     _heldout_run("forty-fifth (H100)", _RUN45, "982abfa",
-                 _refit_after("forty-fourth", _WITH_FLOOR + ", the detector on each process's first call alone, the "
-                              "fp32 step's excess by its activations"),
+                 _refit_after("forty-fourth", _FP32_TERM),
                  set_apart=True),
     # chosen after the forty-fifth (no fact moved) and committed in e1ac8aa, which ran it; on an H100, the same session,
     # after the forty-sixth (the whole DAG at 982abfa, whose jobs' configurations were all in the fit before it)
     _heldout_run("forty-seventh (H100)", _RUN47, "e1ac8aa",
-                 _refit_after("forty-fifth", _WITH_FLOOR + ", the detector on each process's first call alone, the "
-                              "fp32 step's excess by its activations"),
+                 _refit_after("forty-fifth", _FP32_TERM),
                  set_apart=True),
 )
 _RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
@@ -1494,7 +1491,8 @@ def fit_autocast(all_rows: list[dict], per_rank: float | None = None) -> tuple[f
 def autocast_lines(all_rows: list[dict], held: dict[str, list[dict]]) -> list[str]:
     """The fp32 frozen weights' excess per record: in-sample against config/models.yaml's term; each held-out run's
     (`held`: run name -> its heldout_rows, as table() read them) against the term its models-before.yaml gave."""
-    model = _facts()["models"]["omnigen2"]
+    now = _facts()
+    model = now["models"]["omnigen2"]
     const, share = model.get("autocast_cast_gib", 0.0), model.get("autocast_activations_share", 0.0)
     out = ["", "## The fp32 frozen weights' excess over the LoRA step's table", "",
            "A step whose frozen transformer is fp32 (bf16 autocast) holds more than its weights, the lora_step table's "
@@ -1523,7 +1521,6 @@ def autocast_lines(all_rows: list[dict], held: dict[str, list[dict]]) -> list[st
                 f"{asked_gib(r, alone)[0] / r['nvml']:.3f} |", excess - term)
 
     errs: dict[str, list[float]] = {}
-    now = _facts()
     now_alone = constant_alone(now)
     for r in sorted((r for r in all_rows if r["kind"] == "training" and r["config"]["frozen_dtype"] == "fp32"),
                     key=lambda r: (r["config"]["resolution"], r["record"])):

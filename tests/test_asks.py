@@ -610,8 +610,9 @@ def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them
     def cents(x: float) -> decimal.Decimal:  # two decimals, rounded half up from the record's three, as written
         return decimal.Decimal(f"{x:.3f}").quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP)
 
-    for run in sorted(set(_README_DAG_ASKS) | set(_README_FORECASTS)):
-        text = gpu_table.table(run)  # from the run's records, not the committed table.md
+    # each run's table from its records, not the committed table.md; made once, read by several checks below
+    tables = {run: gpu_table.table(run) for run in sorted(set(_README_DAG_ASKS) | set(_README_FORECASTS))}
+    for run, text in tables.items():
         summary = "\n".join(_quoted_summary(text))
         n, lo, hi = re.search(r"DAG GPU jobs: (\d+), asked/NVML (\S+)-(\S+),", summary).groups()
         if run in _README_DAG_ASKS:
@@ -652,7 +653,7 @@ def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them
             below[table.parent] = int(k)
     assert below == {RUN3: 2, RUN22: 3}, below
     assert "asked at or above what the driver saw, except two in the third and three in the twenty-second" in readme
-    asked = sorted(float(line.split("|")[7]) for line in gpu_table.table(RUN22).splitlines()
+    asked = sorted(float(line.split("|")[7]) for line in tables[RUN22].splitlines()
                    if line.startswith("| ") and line.split("|")[7].strip().replace(".", "").isdigit()
                    and float(line.split("|")[7]) < 1)
     assert len(asked) == 3 and f"asked {asked[0]:.3f}-{asked[-1]:.3f} of the driver" in readme, asked
@@ -677,7 +678,7 @@ def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them
         refusals += int(re.search(r"^- refused, completed under the cap \(false refusals\): (\d+)$", text, re.M)[1])
     assert (admits, refusals) == (0, 2) and "no run had a false admit; two had a false refusal" in readme
     # "the same keypoints job loaded in 7.45-12.11 s over six jobs of one run": the twenty-fourth's load actual column
-    head, *rows = [line.split("|")[1:-1] for line in gpu_table.table(RUN24).splitlines() if line.startswith("| ")]
+    head, *rows = [line.split("|")[1:-1] for line in tables[RUN24].splitlines() if line.startswith("| ")]
     col = [c.strip() for c in head].index("load actual s")
     loads = sorted(float(r[col]) for r in rows if r[0].strip().startswith("keypoints"))
     assert len(loads) == 6 and f"keypoints job loaded in {loads[0]:.2f}-{loads[-1]:.2f} s over six jobs" in readme, loads
