@@ -547,6 +547,9 @@ class Workflow:
         def vram_mb(wildcards, rulename):
             return self.ask(rulename, dict(wildcards.items())).vram_mb
 
+        def batch(wildcards, rulename):  # items a call, as the ask chose them for the job's machine (fourloops.batching)
+            return self.ask(rulename, dict(wildcards.items())).batch
+
         def slurm_request(name):  # under the slurm executor: the partition and card fourloops.slurm chose
             def value(wildcards, rulename):
                 request = self.slurm_request(rulename, dict(wildcards.items()))
@@ -554,7 +557,7 @@ class Workflow:
 
             return value
 
-        out = {"profile": profile, "mem_mb": mem_mb, "vram_mb": vram_mb}
+        out = {"profile": profile, "mem_mb": mem_mb, "vram_mb": vram_mb, "batch": batch}
         out.update({k: slurm_request(k) for k in SLURM_RESOURCES})
         return out
 
