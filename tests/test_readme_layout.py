@@ -101,3 +101,19 @@ def test_the_readme_names_every_page_under_docs_and_only_pages_that_exist():
     named = set(re.findall(r"`(docs/[\w-]+\.md)`", (REPO / "README.md").read_text()))
     there = {f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")}
     assert named == there, f"README names {sorted(named - there)} that docs/ lacks; omits {sorted(there - named)}"
+
+
+def test_bench_readme_lists_every_bench_script_with_its_question_command_and_record():
+    """bench/README.md: one table row per script of bench/ (and only those), each with four cells."""
+    text = (REPO / "bench" / "README.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| `") else []
+        if cells:
+            rows[cells[0].strip("`")] = cells
+    there = {p.name for p in (REPO / "bench").iterdir() if p.suffix in (".py", ".sh")}
+    assert set(rows) == there, f"bench/README.md lists {sorted(set(rows) - there)} that bench/ lacks, omits {sorted(there - set(rows))}"
+    assert all(len(cells) == 4 and all(cells) for cells in rows.values()), [c for c in rows.values() if len(c) != 4]
+    for cells in rows.values():  # a record it names is committed
+        for path in re.findall(r"`(results/[^`]+)`", cells[3]):
+            assert (REPO / "bench" / path).exists(), (cells[0], path)
