@@ -43,7 +43,7 @@ CUT = "not run (the log ends mid-run: the machine was lost)"  # bench/gpu_run.sh
 
 
 def _cut(log: str) -> bool:
-    """A capped log with no "exit N" line: the machine went away mid-run (the ninth run's first call)."""
+    """A capped log with no "exit N" line: the machine went away mid-run."""
     return bool(log) and re.search(r"^exit -?\d+$", log, re.M) is None
 
 
@@ -64,8 +64,8 @@ def _failure(log: str, rule: str, wildcards: dict | None = None) -> str | None:
 def _scheduled(log: str) -> dict:
     """(rule, job) -> the VRAM (GiB) the capped run's Snakemake scheduled each job with (`resources: ... vram_mb=N`):
     the walls' ask as that run made it. The plan beside it was made with `--machine desk` by the desk's own
-    allocator setting, while every process of the ninth and eleventh runs ran, and was asked, with expandable
-    segments (bench/gpu_run.sh GPU_RUN_ALLOC)."""
+    allocator setting, while a run under bench/gpu_run.sh GPU_RUN_ALLOC=expandable ran, and was asked, with
+    expandable segments in every process."""
     out = {}
     for block in re.split(r"\n(?=(?:local)?rule \w+:)", log):
         rule = re.match(r"(?:local)?rule (\w+):", block)
@@ -119,7 +119,7 @@ def probe_rows(run_dir: Path) -> list[dict]:
     """Qwen-Image-Edit's probes (bench/gpu_run.sh qwen_image): the desk walls' verdict on a generate job of that
     configuration, against what its process did (under the cap, or not capped at all). The verdict is the one asked
     before the run where the run recorded it (plan-qwen.txt: the facts of its commit, models-before.yaml), else
-    today's facts' (the third run asked none before)."""
+    today's facts' (the earliest runs recorded none)."""
     from fourloops import asks, machines, walls
 
     before = run_dir / "models-before.yaml"
@@ -178,7 +178,7 @@ def counts(body: list[dict]) -> dict:
            "refused, completed under the cap (false refusals)": sum(r["under the cap"] == "completed" for r in ref),
            "refused, not run or failed otherwise": sum(r["under the cap"] not in ("out of memory", "completed")
                                                        for r in ref)}
-    if other:  # listed only where a run had them (the fifth run of 2026-12-02: OmniGen2's package missing there)
+    if other:  # listed only where a run had them (a run whose machine lacked OmniGen2's package)
         out["admitted, failed under the cap for another reason or not started: no verdict"] = len(other)
     return out
 

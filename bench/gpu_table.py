@@ -45,8 +45,8 @@ def forecasts(plan: dict | None) -> dict:
 
 def load_seconds(rec: dict, workdir: Path | None = None) -> float | None:
     """The job's own model load, where its record says (provenance `timing`; a LoRA training job's `load_seconds`),
-    else where its views manifest does (a generate or restyle job's views.json under `workdir`, before 2026-12-04's
-    c7c32ec put it in the record)."""
+    else where its views manifest does (a generate or restyle job's views.json under `workdir`: older records keep it
+    there alone)."""
     found = (rec.get("timing") or {}).get("load_seconds", rec.get("load_seconds"))
     if found is None and workdir is not None:
         for out in rec.get("outputs") or []:

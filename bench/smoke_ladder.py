@@ -3,7 +3,7 @@
     .venv/bin/python bench/smoke_ladder.py [--keep DIR] > bench/results/smoke-ladder-DATE.txt
 
 Runs `snakemake --workflow-profile profiles/smoke results/ladder.csv` in a fresh working directory (Anny's
-cache and Python's bytecode are warm after the first run on a machine), then reads every rule's
+cache and Python's bytecode are warm after a machine's first ladder), then reads every rule's
 Snakemake benchmark file. Goal (issue 2): at most 180 s on a 2-core machine.
 """
 

@@ -1,27 +1,24 @@
-"""What the driver sees of a GPU process over torch's allocated peak, per kind of process: the model fitted before
-2026-12-02's third GPU run judged on that run's probes of configurations no fit saw (held out), and the model
-config/models.yaml holds now, fitted on every committed H200 record (in-sample).
+"""What the driver sees of a GPU process over torch's allocated peak, per kind of process: the model fitted on the
+records before each GPU run judged on that run's probes of configurations no fit saw (held out), and the model
+config/models.yaml holds now, fitted on every committed GPU record (in-sample).
 
     .venv/bin/python bench/walls_fit.py                   # prints the table and the fitted facts
     .venv/bin/python bench/walls_fit.py --write           # writes bench/results/walls-fit-h200-2026-12-01.md
+    .venv/bin/python bench/walls_fit.py --rows            # docs/walls-history.md's held-out table rows
     (tests/test_asks.py regenerates the table from the committed records and compares it with the committed file)
 
 The model, per kind of process (fourloops.asks.process_kind: inference, nf4, detector, scorer, training; build):
   NVML = allocated x (1 + allocator_reserve) + (allocated - weights) x activations_reserve + cuda_context_gib
 where weights are the resident weights config/models.yaml gives for the configuration (fourloops.asks.weights_gib)
-and allocated - weights is what the pass adds over them: the pool keeps the freed blocks of its activations, which
-is why one reserve of the whole peak fell below the driver at 1024 px (2026-12-02's second run).
+and allocated - weights is what the pass adds over them: the pool keeps the freed blocks of its activations, so one
+reserve of the whole peak falls below the driver on a large pass.
 Fitted per kind: cuda_context_gib = the largest NVML - reserved pool, rounded up; (allocator_reserve,
 activations_reserve) = the smallest linear envelope (least total slack, scipy's linprog) over every record's
 reserved - allocated (NVML - allocated - context where a record has no pool figure), each rounded up (a wall errs
 high). The records: the probes (bench/sizing_gpu.py, one configuration a process) and every GPU job's provenance of
 the whole-DAG runs (bench/gpu_run.sh).
-Held out (HELDOUT_RUNS): each of the third to eighth, the eighteenth to twenty-third, the twenty-fifth, the
-twenty-sixth to the forty-fifth and the forty-seventh (an H100's) runs' probes (the default
-allocator's), chosen before it, against the facts that run was asked with (its models-before.yaml: config/models.yaml
-at cc2b805, fitted on the probes of the two runs before, whose fit had not read the DAG jobs' provenance, which is why
-two of the third run's DAG jobs were asked below the driver; and at 9243add, 1bc17aa, f3e6bd9, 1066dd3, 7127267,
-d6e233a, 2612e86, 3f9d288, c4b8144, 22d7642, 6790ada, 40e5dca, 4ad07fb, 9b88747, 35ef3d1, db1d76b, b2d7299, 36045b4, 97c3880, e21c442, 00dcf85, f3d5b57, a269dae, c03fbf5, bd53257, 200d977, d08e785, 394f182, 6aca52e, 3533caf, 982abfa and e1ac8aa, each fitted on every default-allocator record of the runs before it).
+Which records are in-sample, and which runs held out which probes, judged by which facts (each run's
+models-before.yaml: config/models.yaml as committed before it), is data: bench/results/heldout.yaml (RUNS_FILE).
 A bounded slack (fit_bounded) is judged the same way, fitted on the records before each run, beside the walls' form.
 The scorer's activations per prompt token are fitted on its bf16 SC answer and held out on the other answers.
 """
@@ -48,9 +45,61 @@ from gpu_table import carried  # noqa: E402  the files a run carried from an ear
 RESULTS = REPO / "bench" / "results"
 TABLE = RESULTS / "walls-fit-h200-2026-12-01.md"
 KINDS = ("inference", "nf4", "detector", "scorer", "training")
+RUNS_FILE = RESULTS / "heldout.yaml"  # the runs' roles: in-sample records, held-out sets, the next set (its header)
+
+
+def _runs_data() -> dict:
+    import yaml
+
+    return yaml.safe_load(RUNS_FILE.read_text())
+
+
+_RUNS = _runs_data()
+# The runs the table's prose names where it says after which run a part of the walls' form was chosen.
+FORMS: dict[str, str] = _RUNS["forms"]
 # Records of a configuration the product no longer runs, left out with the reason.
-STALE = {("bench/results/omnigen2_gpu-h200-2026-12-01.jsonl", "generator/omnigen2/nf4/512"):
-         "made before the NF4 loader quantised the MLLM too (commit 35cdef9): 9.39 GiB loaded, the product's 4.33"}
+STALE = {(f"bench/results/{e['record']}", e["key"]): e["why"] for e in _RUNS["in_sample"]["left_out"]}
+# Probe folders every fit reads (the form was chosen after seeing them), and the whole-DAG runs whose GPU jobs'
+# provenance every fit reads.
+FITTED_PROBES = tuple(RESULTS / f for f in _RUNS["in_sample"]["probes"])
+DAG_RUNS = tuple(RESULTS / f for f in _RUNS["in_sample"]["dag_runs"])
+# The sizing builds (rule sizing_model) of the same runs.
+BUILD_RUNS = DAG_RUNS
+_CHOSEN = "chosen and committed before that run"
+
+
+def _heldout_run(e: dict) -> dict:
+    """A held-out run's entry: its probe folders judged by its models-before.yaml (config/models.yaml at `commit`),
+    `before` saying what those facts were fitted on, `chosen` when its configurations were chosen."""
+    run = RESULTS / e["records"]
+    return {"name": e["name"], "run": run, "commit": e["commit"], "models_before": run / "models-before.yaml",
+            "before": e["before"], "folders": tuple(run / f for f in e.get("folders", ["heldout/records"])),
+            "chosen": e.get("chosen", _CHOSEN), "set_apart": e.get("set_apart", False),
+            "probes_alone": e.get("fitted_on_probes_alone", False)}
+
+
+# Each run's held-out probes under the default allocator, chosen before it, judged by the facts it was asked with,
+# with the code of today (the asks' code reaches those facts as it did: a newer fact acts only where facts hold it).
+HELDOUT_RUNS = tuple(_heldout_run(e) for e in _RUNS["heldout"] if not e.get("next"))
+# The set the next GPU run probes (bench/gpu_run.sh's held-out step): no records yet, so no judgement.
+NEXT_HELDOUT = next((e for e in _RUNS["heldout"] if e.get("next")), None)
+
+
+def _expandable_run(e: dict, **folders: str) -> dict:
+    run = RESULTS / e["records"]
+    return {"name": e["name"], "run": run, "models_before": run / "models-before.yaml",
+            **{k: tuple(run / f for f in e.get(k, default)) for k, default in folders.items()},
+            **({"step": e["step"]} if "step" in e else {})}
+
+
+# Runs whose every process ran torch's caching allocator with expandable segments: their overheads are fitted (`fit`,
+# the same form and rule as the default allocator's) on the run's own in-sample records alone, at configurations the
+# activation tables hold, and judged on its held-out probes with the other facts of its models-before.yaml.
+EXPANDABLE_RUNS = tuple(_expandable_run(e, insample=[], heldout=["heldout/records"])
+                        for e in _RUNS["expandable"]["fitted"])
+# Runs under expandable segments judged by the walls' own facts for them, committed before the run: its
+# models-before.yaml's process_overhead_expandable (fourloops.asks.for_allocator), no fit on the run itself.
+EXPANDABLE_JUDGED = tuple(_expandable_run(e, heldout=["heldout/records"]) for e in _RUNS["expandable"]["judged"])
 
 
 def _up(x: float, places: int) -> float:
@@ -70,9 +119,9 @@ def _record(path) -> dict:
 
 
 def rows(set_apart: bool = True) -> list[dict]:
-    """One row per GPU process of the committed H200 records: its configuration, allocated and reserved peaks, NVML;
-    `set_apart`: a detector probe's later calls sampled AFTER_CALL (as the facts of runs from SET_APART_FROM on were
-    fitted), else in-sample (as before)."""
+    """One row per GPU process of the committed records: its configuration, allocated and reserved peaks, NVML;
+    `set_apart`: a detector probe's later calls sampled AFTER_CALL (as the facts of runs whose entry says `set_apart`
+    were fitted), else in-sample (as the facts before them were)."""
     out = []
     for path in sorted(glob.glob(str(RESULTS / "sizing-h200-2026-12-01" / "*.json"))):
         rec = _record(path)
@@ -116,8 +165,9 @@ _RUN_FOLDER = re.compile(r"gpu-run-h[12]00-\d{4}-\d\d-\d\d(?:-(?:run(\d+)|(cap24
 
 
 def run_ordinal(record: str) -> int | None:
-    """Which GPU run made a record (its folder under bench/results: the bare 2026-12-02 run is the first, -cap24 the
-    second, -runN the Nth, a run's -repeat pass its own); None for a record of no such run (the component benches)."""
+    """The number of the GPU run that made a record, from its folder under bench/results (the bare 2026-12-02 run's
+    number is 1, the -cap24 run's 2, a -runN run's N, a run's -repeat pass its run's); None for a record of no such run (the
+    component benches)."""
     m = _RUN_FOLDER.search(record)
     if m is None:
         return None
@@ -126,27 +176,17 @@ def run_ordinal(record: str) -> int | None:
 
 def rows_before(run: dict) -> list[dict]:
     """The records the facts `run` was asked with (its models_before) were fitted on: those of the runs before it
-    (a run's repeat pass came after it; a later run's DAG jobs too), for the third run only their probes (not the
-    DAG jobs' provenance)."""
+    (a run's repeat pass came after it; a later run's DAG jobs too); where its entry says `fitted_on_probes_alone`,
+    only their probes (not the DAG jobs' provenance)."""
     n = run_ordinal(str(run["run"].relative_to(REPO)))
-    out = [r for r in rows(set_apart=n >= SET_APART_FROM) if (run_ordinal(r["record"]) or 0) < n]
-    if run["name"] == "third":
+    out = [r for r in rows(set_apart=run["set_apart"]) if (run_ordinal(r["record"]) or 0) < n]
+    if run["probes_alone"]:
         dag = {r["record"] for r in dag_rows()}
         out = [r for r in out if r["record"] not in dag]
     return out
 
 
-# Every GPU job's provenance in the whole-DAG runs: (rule -> component) and what its params say of its configuration.
-DAG_RUNS = (RESULTS / "gpu-run-h200-2026-12-02", RESULTS / "gpu-run-h200-2026-12-02-cap24",
-            RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4",
-            RESULTS / "gpu-run-h200-2026-12-02-run5", RESULTS / "gpu-run-h200-2026-12-02-run6",
-            RESULTS / "gpu-run-h200-2026-12-02-run6-repeat", RESULTS / "gpu-run-h200-2026-12-03-run7",
-            RESULTS / "gpu-run-h200-2026-12-03-run8", RESULTS / "gpu-run-h200-2026-12-04-run22",
-            RESULTS / "gpu-run-h200-2026-12-04-run24", RESULTS / "gpu-run-h100-2026-12-05-run26",
-            RESULTS / "gpu-run-h100-2026-12-06-run46")
-
-
-
+# A GPU job's provenance in the whole-DAG runs: (rule -> component) and what its params say of its configuration.
 def _dag_config(rec: dict) -> tuple[str, str, str, dict] | None:
     """(component, key, precision, configuration) of a DAG job's provenance record, by the model key its stage says
     it measures (fourloops.stage.measured_key); None for a job on no card."""
@@ -195,8 +235,8 @@ def dag_rows(runs=None, allocator: str = "default") -> list[dict]:
 
 
 def allocator_of(rec: dict) -> str:
-    """"expandable" for a record made with torch's expandable segments (provenance `cuda_allocator`, from the ninth
-    run on), else "default": every record before it ran torch's default caching allocator."""
+    """"expandable" for a record made with torch's expandable segments (provenance `cuda_allocator`), else
+    "default": a record that says nothing of its allocator ran torch's default caching allocator."""
     from fourloops.asks import record_allocator
 
     return "expandable" if record_allocator(rec) == "expandable_segments" else "default"
@@ -313,7 +353,7 @@ def _context(row: dict, f: dict) -> float:
 
 
 def fit_bounded(all_rows: list[dict], contexts: dict[str, float]) -> dict:
-    """The form the fifth run's records suggested and the walls do not use: slack = allocated x allocator_reserve
+    """The form the walls do not use (FORMS["bounded_suggested_by"] names the run whose records suggested it): slack = allocated x allocator_reserve
     + min(activations x activations_reserve, slack_cap_gib), the pool's slack bounded however large the pass. Per
     kind, for each allocator reserve on a grid (0 to 0.15 by 0.0005), the least activations reserve and cap covering
     every record (rounded up), keeping the reserve with the least total slack; `contexts`: each kind's CUDA context."""
@@ -367,7 +407,6 @@ def offset_lines() -> list[str]:
     """Each run's held-out OmniGen2 NF4 probes asked by the facts that run was asked with, without and with an NF4
     activations offset fitted (fit_precision_offset) on the records before that run alone: the offset's own held-out
     judgement."""
-    import copy
 
     runs = []
     for run in HELDOUT_RUNS:
@@ -439,7 +478,6 @@ def per_reference_lines(least: int = 3) -> list[str]:
 
 # The sizing builds (rule sizing_model) make random weights on the card: their ask knows only the weights, so the
 # whole of what the driver saw over them is one reserve of the weights (the build's transients included).
-BUILD_RUNS = DAG_RUNS
 
 
 def build_rows() -> list[dict]:
@@ -519,8 +557,7 @@ def by_references_floored(recs: list[dict], f: dict) -> tuple[dict[int, float], 
     reserve leaves uncovered, the step (0.001 apart, 0 to the kind's reserve) whose asks hold the least slack over
     the records. The records show why: at 1 reference OmniGen2 NF4's pool kept 0.44 GiB of a 0.67 GiB pass at 512 px
     and 0.96 of 2.45 at 1024, a share that falls as the pass grows, which a step alone covers only by over-asking the
-    large passes (chosen after the thirty-second run's NF4 512 px with 1 reference, asked 0.995 of the driver by the
-    step alone). ({}, 0.0) where no record has fewer references than the most."""
+    large passes (NF4 512 px with 1 reference was asked 0.995 of the driver by the step alone). ({}, 0.0) where no record has fewer references than the most."""
     most, points = _generator_points(recs, f)
     if not any(refs < most for refs, _, _ in points):
         return {}, 0.0
@@ -554,7 +591,6 @@ def fit_with_references(all_rows: list[dict], steps: dict[str, int] | None = Non
 def _generator_runs():
     """Each held-out run with generator probes: (run, its held-out generator rows, the in-sample records before it
     per generator kind, a copy of the facts it was asked with), every row's weights set by those facts."""
-    import copy
 
     for run in HELDOUT_RUNS:
         held = [r for r in heldout_rows(run) if r["component"] == "generator" and r["kind"] in GENERATOR_KINDS]
@@ -582,7 +618,6 @@ def references_lines() -> list[str]:
     """Each run's held-out generator probes asked by the facts that run was asked with, without and with a reserve
     by reference count fitted (by_references) on the records before that run alone, from those facts' reserves:
     the form's own held-out judgement (asks, not the model given the measured peak)."""
-    import copy
 
     runs = []
     for run, held, inn, facts in _generator_runs():
@@ -603,7 +638,6 @@ def floor_lines() -> list[str]:
     """Each run's held-out generator probes asked by the facts that run was asked with, its generator kinds' reserve
     by reference count refitted on the records before that run alone: by the step alone (by_references) and by the
     step with the pool's floor (by_references_floored). The floor's own held-out judgement."""
-    import copy
 
     runs = []
     for run, held, inn, facts in _generator_runs():
@@ -644,276 +678,14 @@ def fit_scorer(srows: list[dict]) -> float:
     return _up(max((r["peak"] - r["weights"]) / r["tokens"] for r in inn) * 1e6, 0) / 1e6
 
 
-# Probes of configurations, each in its own process (bench/gpu_run.sh heldout): the first two runs' are in-sample
-# (the third run's model form was chosen after seeing them); the third run's were chosen before it and are held out.
-# The fourth run's LoRA step at the run's own settings (bench/gpu_run.sh lora_probe) sits beside the probe rule's
-# records, which that run carried from the second (carried.txt): only the LoRA step is the fourth run's.
-FITTED_PROBES = (RESULTS / "gpu-run-h200-2026-12-02" / "heldout",
-                 RESULTS / "gpu-run-h200-2026-12-02-cap24" / "heldout" / "records")
-_RUN3, _RUN4 = RESULTS / "gpu-run-h200-2026-12-02-run3", RESULTS / "gpu-run-h200-2026-12-02-run4"
-_RUN5 = RESULTS / "gpu-run-h200-2026-12-02-run5"
-_RUN6 = RESULTS / "gpu-run-h200-2026-12-02-run6"
-_RUN7 = RESULTS / "gpu-run-h200-2026-12-03-run7"
-_RUN8 = RESULTS / "gpu-run-h200-2026-12-03-run8"
-_RUN18 = RESULTS / "gpu-run-h200-2026-12-04-run18"
-_RUN19 = RESULTS / "gpu-run-h200-2026-12-04-run19"
-_RUN20 = RESULTS / "gpu-run-h200-2026-12-04-run20"
-_RUN21 = RESULTS / "gpu-run-h200-2026-12-04-run21"
-_RUN23 = RESULTS / "gpu-run-h200-2026-12-04-run23"
-_RUN25 = RESULTS / "gpu-run-h200-2026-12-05-run25"
-_RUN26 = RESULTS / "gpu-run-h100-2026-12-05-run26"
-_RUN27 = RESULTS / "gpu-run-h100-2026-12-05-run27"
-_RUN28 = RESULTS / "gpu-run-h100-2026-12-05-run28"
-_RUN29 = RESULTS / "gpu-run-h100-2026-12-05-run29"
-_RUN30 = RESULTS / "gpu-run-h100-2026-12-05-run30"
-_RUN31 = RESULTS / "gpu-run-h100-2026-12-05-run31"
-_RUN32 = RESULTS / "gpu-run-h100-2026-12-05-run32"
-_RUN33 = RESULTS / "gpu-run-h100-2026-12-05-run33"
-_RUN34 = RESULTS / "gpu-run-h100-2026-12-05-run34"
-_RUN35 = RESULTS / "gpu-run-h100-2026-12-06-run35"
-_RUN36 = RESULTS / "gpu-run-h100-2026-12-06-run36"
-_RUN37 = RESULTS / "gpu-run-h100-2026-12-06-run37"
-_RUN38 = RESULTS / "gpu-run-h100-2026-12-06-run38"
-_RUN39 = RESULTS / "gpu-run-h100-2026-12-06-run39"
-_RUN40 = RESULTS / "gpu-run-h100-2026-12-06-run40"
-_RUN41 = RESULTS / "gpu-run-h100-2026-12-06-run41"
-_RUN42 = RESULTS / "gpu-run-h100-2026-12-06-run42"
-_RUN43 = RESULTS / "gpu-run-h100-2026-12-06-run43"
-_RUN44 = RESULTS / "gpu-run-h100-2026-12-06-run44"
-_RUN45 = RESULTS / "gpu-run-h100-2026-12-06-run45"
-_RUN47 = RESULTS / "gpu-run-h100-2026-12-06-run47"
-# Each run's held-out probes, chosen and committed before it, judged by the facts it was asked with (models_before:
-# config/models.yaml at its commit), with the code of that commit (the asks' code has not changed since in a way
-# those facts reach: a newer fact, e.g. pixels_per_visual_token, acts only where the facts hold it).
-def _heldout_run(name: str, run: Path, commit: str, before: str, *folders: str,
-                 chosen: str = "chosen and committed before that run", set_apart: bool = False) -> dict:
-    """A HELDOUT_RUNS entry: the run's probe folders (relative to it; default its held-out records), judged by its
-    models-before.yaml (config/models.yaml at `commit`), which `before` says what was fitted on; `chosen` says when
-    its configurations were chosen."""
-    return {"name": name, "run": run, "commit": commit, "models_before": run / "models-before.yaml", "before": before,
-            "folders": tuple(run / f for f in folders or ("heldout/records",)), "chosen": chosen,
-            "set_apart": set_apart}
-
-
-def _refit_after(previous: str, also: str = "") -> str:
-    """A run's `before` when config/models.yaml was the refit on every default-allocator record of the runs before
-    it, `previous`'s held-out probes the last."""
-    return (f"refit on every default-allocator record of the runs before it, the {previous}'s held-out probes "
-            f"included, in-sample there{also}")
-
-
-FLOOR_FROM = "thirty-third (H100)"  # the first run judged by the floor under the generators' pool, as committed
-_BY_REFERENCES = ", with the generators' reserve by reference count"
-_WITH_FLOOR = _BY_REFERENCES + " and a floor under the pool"
-_FIRST_CALL = _WITH_FLOOR + ", the detector on each process's first call alone"
-_FP32_TERM = _FIRST_CALL + ", the fp32 step's excess by its activations"
-_SIZING_PROBES = "sizing/results/probe/h200"
-HELDOUT_RUNS = (
-    _heldout_run("third", _RUN3, "cc2b805",
-                 "its overheads fitted on the probes of the two runs before, its activations as they were",
-                 "heldout", "qwen"),
-    _heldout_run("fourth", _RUN4, "9243add",
-                 "fitted on every record of the three runs before it (probes and DAG jobs), in-sample there",
-                 "heldout", "qwen", _SIZING_PROBES),
-    _heldout_run("fifth", _RUN5, "1bc17aa",
-                 "fitted on every record of the four runs before it (probes and DAG jobs), in-sample there",
-                 "heldout", "qwen", _SIZING_PROBES),
-    _heldout_run("sixth", _RUN6, "f3e6bd9",
-                 "fitted on every record of the five runs before it, with activations_between (pixels_linear) and "
-                 "activations_batch_shared, in-sample there", "heldout/records", _SIZING_PROBES),
-    _heldout_run("seventh", _RUN7, "1066dd3",
-                 "fitted on every record of the six runs before it, the sixth run's held-out probes' activations in "
-                 "its tables, in-sample there", "heldout/records", _SIZING_PROBES),
-    # the eighth carried the seventh's probes (carried.txt): only its held-out records are its own probes
-    _heldout_run("eighth", _RUN8, "7127267",
-                 "fitted on every record of the seven runs before it, the seventh run's held-out probes' activations "
-                 "in its tables, in-sample there"),
-    # the first default-allocator probes since the eighth (chosen in d2eb350; the seventeenth run's machine judged the
-    # warm-up instead, so they ran as the eighteenth): no DAG, only the held-out probes after OmniGen2's sizing build
-    _heldout_run("eighteenth", _RUN18, "d6e233a",
-                 "its default-allocator overheads fitted on every default-allocator record of the runs before it (the "
-                 "eighth's held-out probes the last), the training context's step at 384 px read from both "
-                 "allocators' records, in-sample there"),
-    # the refit on the eighteenth's records judged at once, on the same session's device minutes (chosen in 2612e86)
-    _heldout_run("nineteenth", _RUN19, "2612e86",
-                 _refit_after("eighteenth")),
-    # the session's last 328 device seconds (chosen in 5842530): 4 of its 6 configurations ran before the call's limit
-    _heldout_run("twentieth", _RUN20, "3f9d288",
-                 _refit_after("nineteenth")),
-    # the configurations chosen for the twentieth's last pair and after it (8c2caba), and the scorer at NF4 grading
-    # 1024 px with Qwen's token counts (814ba6b) and the floors (f765979..40d8e94)
-    _heldout_run("twenty-first", _RUN21, "c4b8144",
-                 "refit on every default-allocator record of the runs before it, the twentieth's held-out probes "
-                 "included, the scorer's prompt in Qwen's tokens, in-sample there"),
-    # the same session's device seconds left after the warm-up judgement (the twenty-second run), on the same machine
-    # and commit: ten configurations chosen in that session, after the twenty-first's probes had run and before any
-    # was compared with a wall; not committed before they ran
-    _heldout_run("twenty-first (extra)", _RUN21, "c4b8144", "as the twenty-first's", "extra/records",
-                 chosen="chosen in that session after the twenty-first's probes had run and before any record was "
-                 "compared with a wall, not committed before they ran (extra/probes.log)"),
-    # the session's last device seconds (chosen in 22d7642, after the twenty-first's and twenty-second's refit)
-    _heldout_run("twenty-third", _RUN23, "22d7642",
-                 "refit on every default-allocator record of the runs before it, the twenty-first's held-out probes "
-                 "and its extra ones included, in-sample there"),
-    # chosen in 121c250, after the twenty-third's and twenty-fourth's refit; run on 2026-12-05 at 6790ada, whose
-    # config/models.yaml is 121c250's facts unchanged
-    _heldout_run("twenty-fifth", _RUN25, "6790ada",
-                 _refit_after("twenty-third")),
-    # chosen after the twenty-fifth's refit (committed in 4dc3ac7 and 5fdd309, before 40e5dca, whose config/models.yaml
-    # judged it); run on an NVIDIA H100 80GB HBM3 (no H200 was lent that session): another card as well as other
-    # configurations, the same driver and torch as the H200 runs
-    _heldout_run("twenty-sixth (H100)", _RUN26, "40e5dca",
-                 _refit_after("twenty-fifth", "; every record before it an H200's")),
-    # chosen after the twenty-sixth's refit (committed in 423cc6a, the detector's arguments mended in 4ad07fb, whose
-    # config/models.yaml, the twenty-sixth's refit, judged it); run on an NVIDIA H100 80GB HBM3 again
-    _heldout_run("twenty-seventh (H100)", _RUN27, "4ad07fb",
-                 "refit on every default-allocator record of the runs before it, the twenty-sixth's (H100) held-out "
-                 "probes included, in-sample there"),
-    # chosen after the twenty-seventh's refit (committed in 1728254), before the walls took the generators' reserve by
-    # reference count (9b88747, whose config/models.yaml judged it); run on an H100 on the session's last device
-    # seconds: 3 of its 9 configurations (OmniGen2 NF4 640 px with 1 reference and 896 px with 2, LoRA 672 px r16)
-    _heldout_run("twenty-eighth (H100)", _RUN28, "9b88747",
-                 _refit_after("twenty-seventh", _BY_REFERENCES)),
-    # chosen after the twenty-eighth's refit (committed in 72690df; 35ef3d1, whose config/models.yaml is 72690df's
-    # facts unchanged, judged it); run on an H100
-    _heldout_run("twenty-ninth (H100)", _RUN29, "35ef3d1",
-                 _refit_after("twenty-eighth", _BY_REFERENCES)),
-    # chosen after the twenty-ninth's refit (committed in db1d76b, whose config/models.yaml judged it; no fact had
-    # moved since 72690df); run on an H100
-    _heldout_run("thirtieth (H100)", _RUN30, "db1d76b",
-                 _refit_after("twenty-ninth", _BY_REFERENCES)),
-    # chosen after the thirtieth's refit (committed in b2d7299, whose config/models.yaml judged it; no fact had moved
-    # since 72690df); run on an H100 on the session's last device minutes
-    _heldout_run("thirty-first (H100)", _RUN31, "b2d7299",
-                 _refit_after("thirtieth", _BY_REFERENCES)),
-    # chosen after the thirty-first's refit (committed in 1aecbd6; 36045b4, whose config/models.yaml is 07c7400's
-    # refit unchanged, judged it); run on an H100
-    _heldout_run("thirty-second (H100)", _RUN32, "36045b4",
-                 _refit_after("thirty-first", _BY_REFERENCES)),
-    # chosen after the thirty-second's refit, which took the floor under the generators' pool (committed in c056afa;
-    # 97c3880, whose config/models.yaml is c056afa's refit unchanged, judged it); run on an H100: the floor as
-    # committed, judged on generator probes no fit saw
-    _heldout_run("thirty-third (H100)", _RUN33, "97c3880",
-                 _refit_after("thirty-second", _WITH_FLOOR)),
-    # chosen after the thirty-third's refit (committed in e21c442, whose config/models.yaml, with the activation
-    # table's 384 px entry, judged it); run on an H100 in the same session
-    _heldout_run("thirty-fourth (H100)", _RUN34, "e21c442",
-                 _refit_after("thirty-third", _WITH_FLOOR)),
-    # chosen after the thirty-fourth's refit (committed in 4f3dc66; 00dcf85, whose config/models.yaml is 7ca8cab's
-    # refit unchanged, judged it); run on an H100 the next session: its 7 generator configurations, the LoRA and the
-    # detector configurations not reached (the call ended first, and the next call's carried sizing/ broke the run)
-    _heldout_run("thirty-fifth (H100)", _RUN35, "00dcf85",
-                 _refit_after("thirty-fourth", _WITH_FLOOR)),
-    # chosen after the thirty-fifth's refit (committed in f3d5b57, whose config/models.yaml is 88d0182's refit, no fact
-    # moved); run on an H100 the same session. Its records name f3d5b57, dirty: the tree was 9a1a299, which changed
-    # pyproject.toml and tests/conftest.py alone (the test suite's workers), after `prepare` bundled f3d5b57; no probe
-    # reads either (bench/gpu_run.sh start now refuses such a tree)
-    _heldout_run("thirty-sixth (H100)", _RUN36, "f3d5b57",
-                 _refit_after("thirty-fifth", _WITH_FLOOR)),
-    # chosen after the thirty-sixth's refit (9c54c1a, widened in a269dae before any run of it; a269dae's
-    # config/models.yaml is 1ec8ead's refit unchanged); run on an H100 the next session, all 7 probes in one call
-    _heldout_run("thirty-seventh (H100)", _RUN37, "a269dae",
-                 _refit_after("thirty-sixth", _WITH_FLOOR)),
-    # chosen after the thirty-seventh's refit, which fitted the detector on each process's first call (committed in
-    # 31261c0; c03fbf5, which changed bench/gpu_run.sh's guard and the docs alone, ran it); on an H100, the same
-    # session. Its control (30 images a call after 6 in one process) is set apart, as the fit sets such calls apart
-    _heldout_run("thirty-eighth (H100)", _RUN38, "c03fbf5",
-                 _refit_after("thirty-seventh", _FIRST_CALL),
-                 "heldout/records", "control/records", set_apart=True),
-    # chosen after the thirty-eighth's refit (committed in 5f3772a, its detector probes put first in bd53257, which ran
-    # it; bd53257's config/models.yaml is the thirty-eighth's refit); on an H100, the same session, on its last 286
-    # device seconds: the detector's 3 configurations and NF4 192 px ran, the rest not (the call ended during the LoRA
-    # probe)
-    _heldout_run("thirty-ninth (H100)", _RUN39, "bd53257",
-                 _refit_after("thirty-eighth", _FIRST_CALL),
-                 set_apart=True),
-    # what the thirty-ninth did not reach, the same set (committed in 5f3772a; 200d977, whose config/models.yaml is the
-    # thirty-ninth's refit, no fact moved, ran it); on an H100 the next session, all 5 configurations in one call
-    _heldout_run("fortieth (H100)", _RUN40, "200d977",
-                 _refit_after("thirty-ninth", _FIRST_CALL),
-                 set_apart=True),
-    # chosen after the fortieth's refit (no fact moved) and committed in d08e785, which ran it; on an H100, the same
-    # session: the LoRA step with the text encoder resident and in fp32, the scorer grading 384 px images
-    _heldout_run("forty-first (H100)", _RUN41, "d08e785",
-                 _refit_after("fortieth", _FIRST_CALL),
-                 set_apart=True),
-    # chosen after the forty-first's refit and the fp32 step's term fitted on its records (the term committed in
-    # 2e02eae, the set in 394f182, which ran it); on an H100, the same session: the fp32 step past both ends of the
-    # term's records
-    _heldout_run("forty-second (H100)", _RUN42, "394f182",
-                 _refit_after("forty-first", _FP32_TERM),
-                 set_apart=True),
-    # chosen after the forty-second's refit (the fp32 term 1.133 + 0.158 x, the training context 1.81 below 384 px;
-    # committed in 4392dfe, the set in 6aca52e, which ran it); on an H100, the same session: fp32 steps at sizes and
-    # ranks no fp32 record held
-    _heldout_run("forty-third (H100)", _RUN43, "6aca52e",
-                 _refit_after("forty-second", _FP32_TERM),
-                 set_apart=True),
-    # chosen after the forty-third's refit (no fact moved) and committed in 3533caf, which ran it; on an H100, the same
-    # session, on its last 310 device seconds: fp32 steps at sizes and ranks no fp32 record held
-    _heldout_run("forty-fourth (H100)", _RUN44, "3533caf",
-                 _refit_after("forty-third", _FP32_TERM),
-                 set_apart=True),
-    # chosen after the forty-fourth's refit (the fp32 term 1.116 + 0.166 x over 19 records) and committed in 9451d3e;
-    # run at 982abfa, the next session, on an H100: fp32 steps at sizes and ranks no fp32 record held, one bf16
-    _heldout_run("forty-fifth (H100)", _RUN45, "982abfa",
-                 _refit_after("forty-fourth", _FP32_TERM),
-                 set_apart=True),
-    # chosen after the forty-fifth (no fact moved) and committed in e1ac8aa, which ran it; on an H100, the same session,
-    # after the forty-sixth (the whole DAG at 982abfa, whose jobs' configurations were all in the fit before it)
-    _heldout_run("forty-seventh (H100)", _RUN47, "e1ac8aa",
-                 _refit_after("forty-fifth", _FP32_TERM),
-                 set_apart=True),
-)
-_RUN9 = RESULTS / "gpu-run-h200-2026-12-03-run9"
-# Runs whose every process ran torch's caching allocator with expandable segments (bench/gpu_run.sh
-# GPU_RUN_ALLOC=expandable). No earlier record ran that allocator, so its overheads are fitted (`fit`, the same form
-# and rule as the default allocator's) on the run's own in-sample records alone: its DAG jobs, the probe rule's
-# probes, the LoRA step probe and bench/gpu_run.sh `insample`, all at configurations the activation tables hold; and
-# judged on its held-out probes (bench/gpu_run.sh `heldout`), chosen and committed before the run, with the other
-# facts (weights, activation tables) of the run's models-before.yaml. Chosen and committed before the ninth run.
-EXPANDABLE_RUNS = (
-    {"name": "ninth", "run": _RUN9, "models_before": _RUN9 / "models-before.yaml",
-     "insample": (_RUN9 / "sizing" / "results" / "probe" / "h200", _RUN9 / "insample" / "records"),
-     "heldout": (_RUN9 / "heldout" / "records",)},
-)
-_RUN10 = RESULTS / "gpu-run-h200-2026-12-03-run10"
-_RUN11 = RESULTS / "gpu-run-h200-2026-12-03-run11"
-_RUN13 = RESULTS / "gpu-run-h200-2026-12-03-run13"
-_RUN14 = RESULTS / "gpu-run-h200-2026-12-04-run14"
-# Runs under expandable segments judged by the walls' own facts for them, committed before the run: its
-# models-before.yaml's process_overhead_expandable (fourloops.asks.for_allocator), no fit on the run itself.
-EXPANDABLE_JUDGED = (
-    {"name": "tenth", "run": _RUN10, "models_before": _RUN10 / "models-before.yaml", "step": "judge",
-     "heldout": (_RUN10 / "heldout" / "records",)},
-    # the whole DAG under expandable segments, then its held-out probes (chosen in 0d6da99): the training context's
-    # step at 384 px and the LoRA rank term judged for the first time, with the generators, the detector and the scorer
-    {"name": "eleventh", "run": _RUN11, "models_before": _RUN11 / "models-before.yaml", "step": "heldout",
-     "heldout": (_RUN11 / "heldout" / "records",)},
-    # its first machine lost after the probes (no DAG); the held-out probes on a second (chosen in d09eb4d): the
-    # generators above 704 px and the LoRA rank term at ranks outside the pair it was fitted on
-    {"name": "thirteenth", "run": _RUN13, "models_before": _RUN13 / "models-before.yaml", "step": "heldout",
-     "heldout": (_RUN13 / "heldout" / "records",)},
-    # its first machine lost between two calls, during the second probe pass (the whole DAG was planned); its held-out
-    # probes on a second (chosen in fa337ea): NF4 at 1024 px, bf16 at 832 px with 3 references, and the LoRA rank
-    # term at 768 px rank 64 and 1024 px rank 4
-    {"name": "fourteenth", "run": _RUN14, "models_before": _RUN14 / "models-before.yaml", "step": "heldout",
-     "heldout": (_RUN14 / "heldout" / "records",)},
-)
-HELDOUT = HELDOUT_RUNS[0]["folders"]
-MODELS_BEFORE = HELDOUT_RUNS[0]["models_before"]
-
-
 # A detector probe's later configurations ran in the process of its first, whose pool kept that call's blocks: the
 # larger call after them left 0.15-0.31 of its activations in the pool in 13 of 14 records (4 after 1: 0.12), where
-# every first call of 4 or more images left 0.09-0.15 (the thirty-seventh run's 18 then 34 images: 0.10, then 0.17).
-# No job calls so: a keypoints job calls the detector on one image at a time (fourloops.stages.keypoints;
-# tests/test_keypoints.py), and a batched call would repeat one size, its last smaller. Chosen after the
-# thirty-seventh run, such rows are set apart from the detector's fit and from the held-out rows of runs that say so
-# (`set_apart`), and listed apart; the earlier runs' held-out judgements stand as they were made. The thirty-eighth
-# run's control held it: 30 images after 6 in one process kept 0.23, 30 alone 0.06.
+# every first call of 4 or more images left 0.09-0.15. No job calls so: a keypoints job calls the detector on one
+# image at a time (fourloops.stages.keypoints; tests/test_keypoints.py), and a batched call would repeat one size, its
+# last smaller. Such rows are set apart from the detector's fit and from the held-out rows of runs whose entry says so
+# (`set_apart`), and listed apart; the earlier runs' held-out judgements stand as they were made. A control held it:
+# 30 images after 6 in one process kept 0.23 of its activations, 30 alone 0.06.
 AFTER_CALL = "after another call in its process"
-SET_APART_FROM = 38  # the first run whose facts were fitted with them set apart
 
 
 def probe_rows(folders, *, fitted_detectors: set[str] = frozenset(), sample: str = "in-sample",
@@ -971,14 +743,14 @@ def _conf_id(r: dict) -> tuple:
 
 
 def heldout_rows(run: dict | None = None) -> list[dict]:
-    """A run's probes of configurations no fit before it used (the third run's by default): a detector at one image
-    a call, or a configuration measured by an earlier run (the fourth run's Qwen-Image-Edit NF4 at 512 px, run
-    again under the cap), would be a fitted one again."""
+    """A run's probes of configurations no fit before it used (the first held-out run's by default): a detector at
+    one image a call, or a configuration measured by an earlier run (Qwen-Image-Edit NF4 at 512 px run again under the
+    cap), would be a fitted one again."""
     run = run or HELDOUT_RUNS[0]
     got = probe_rows(run["folders"], fitted_detectors={"detector/rfdetr_keypoint_preview/fp32/576"}, sample="held out",
                      set_apart=run.get("set_apart", False))
     got = [r for r in got if r["sample"] == "held out"]
-    if run["name"] == "third":
+    if run["probes_alone"]:  # no configuration of it had been measured
         return got
     seen = {_conf_id(r) for r in rows_before(run)}
     return [r for r in got if _conf_id(r) not in seen]
@@ -1274,7 +1046,8 @@ def table() -> str:
     lines = ["# What the driver sees of a GPU process, per kind: fitted on some H200 records, judged on others",
              "",
              "Made by `.venv/bin/python bench/walls_fit.py --write` from the committed raw records (NVIDIA H200, driver "
-             "580.159.04, torch 2.11.0+cu130; the twenty-sixth to forty-seventh runs', gpu-run-h100-*, an NVIDIA H100 80GB HBM3 with "
+             f"580.159.04, torch 2.11.0+cu130; the {FORMS['h100_first']} to {FORMS['h100_last']} runs', gpu-run-h100-*, an NVIDIA "
+             "H100 80GB HBM3 with "
              "the same driver and torch; random weights at the real shapes). NVML = the process as the driver saw "
              "it; weights = the resident weights config/models.yaml gives for the configuration; model = allocated x "
              "(1 + allocator_reserve) + (allocated - weights) x activations_reserve (a generator's by reference count, at "
@@ -1325,19 +1098,19 @@ def table() -> str:
             lines += ["", _errors(f"held-out configurations ({run['name']} run)", hrows)]
         else:
             lines.append("- held-out configurations: none recorded yet")
-        if run["name"] == FLOOR_FROM or since:
+        if run["name"] == FORMS["floor_from"] or since:
             since += hrows
     judged = [r for r in since if r["component"] != "detector"]
     lines += ["", "## Held out since the floor", "",
-              f"Every held-out configuration from the {FLOOR_FROM} run on (the first judged by the floor under the "
+              f"Every held-out configuration from the {FORMS['floor_from']} run on (the first judged by the floor under the "
               "generators' pool, as committed), as the sections above judged it:", "",
-              _errors(f"since the floor, OmniGen2, LoRA and scorer configurations, the {FLOOR_FROM} to "
+              _errors(f"since the floor, OmniGen2, LoRA and scorer configurations, the {FORMS['floor_from']} to "
                       f"{HELDOUT_RUNS[-1]['name']} runs", judged),
               _errors("since the floor, detector configurations", [r for r in since if r not in judged])]
     lines += ["", "## Detector calls after another in the same process: set apart", "",
               "A detector probe's later configurations ran in the process of its first, and the pool kept that call's "
               "blocks; no job calls so (a keypoints job calls one image at a time). Set apart from the fit since the "
-              "thirty-seventh run (`AFTER_CALL`), asked here by the facts config/models.yaml holds now:", "",
+              f"{FORMS['after_call_since']} run (`AFTER_CALL`), asked here by the facts config/models.yaml holds now:", "",
               head.format(""), "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [_row_line(r, False) for r in sorted(apart, key=lambda r: (r["config"]["images_per_call"], r["record"]))]
     lines += ["", _errors("detector calls after another in their process", apart)]
@@ -1346,7 +1119,7 @@ def table() -> str:
     lines += rank_lines(all_rows)
     lines += autocast_lines(all_rows, held)
     lines += ["", "## The walls' form against a bounded slack, each fitted on the records before a run", "",
-              "The fifth run's records showed the pool's slack growing slower than a pass's activations (the detector "
+              f"The {FORMS['bounded_suggested_by']} run's records showed the pool's slack growing slower than a pass's activations (the detector "
               "0.23 GiB of slack at 0.76 GiB of activations, 0.44 at 2.89), so the linear form over-asks large passes. "
               "A bounded form (`fit_bounded`: slack = allocated x reserve + min(activations x reserve, cap)) fits the "
               "records more tightly; judged out of sample, each form fitted on the records before a run and given "
@@ -1384,7 +1157,7 @@ def table() -> str:
     lines += ["", "## A reserve by reference count: one step per reference fewer, fitted on the records before each run",
               "", "Each generator kind keeps its envelope (set by the most references) and steps down by one amount "
               "per reference fewer, the largest step that covers every record of fewer references (`by_references`; "
-              "chosen after the twenty-seventh run, judged here on every run's held-out generator probes before any "
+              f"chosen after the {FORMS['by_references_after']} run, judged here on every run's held-out generator probes before any "
               "run of it). Each run's held-out generator probes (OmniGen2 and Qwen-Image-Edit, bf16 and NF4) asked by "
               "the facts that run was asked with, without and with the step fitted on the records before that run "
               "(wall ask/NVML - 1):", ""]
@@ -1394,7 +1167,7 @@ def table() -> str:
               "its activations at 512 px, 0.39 at 1024; bf16 over its allocator reserve 0.69 and 0.43): a step alone "
               "is set by the smallest pass and over-asks the large ones, and a size below the smallest measured, "
               "whose activations scale down, would take less than the pool keeps. The walls' form since the "
-              "thirty-second run: the pool keeps the larger of the count's share and a floor per kind "
+              f"{FORMS['floor_since']} run: the pool keeps the larger of the count's share and a floor per kind "
               "(`activations_floor_gib`; `by_references_floored`: the least floor covering every record the step "
               "leaves uncovered, the step whose asks hold the least slack over the records). Each run's held-out "
               "generator probes asked by the facts that run was asked with, the step refitted on the records before "
@@ -1402,7 +1175,8 @@ def table() -> str:
     lines += floor_lines()
     lines += ["", "## RAM: each record's peak resident memory against the RAM wall's ask", "",
               "The ask (fourloops.asks, config/models.yaml): the largest component mapped in bf16 + the host process + "
-              "any component cast in host memory. Its form was chosen after Qwen-Image-Edit's NF4 load of the third "
+              "any component cast in host memory. Its form was chosen after Qwen-Image-Edit's NF4 load of the "
+              f"{FORMS['ram_form_after']} "
               "run was measured (peak RSS 16.4 GiB of a 53.7 GiB model, 1.4 GiB of it anonymous): every row is "
               "in-sample. Peak RSS counts the mapped safetensors pages, which the kernel can drop.", "",
               "| record | configuration | peak RSS GiB | of it anonymous GiB | RAM ask GiB | ask/RSS |", "|---|---|---|---|---|---|"]
@@ -1475,9 +1249,9 @@ def fp32_excess(row: dict, facts: dict | None = None, per_rank: float | None = N
 def fit_autocast(all_rows: list[dict], per_rank: float | None = None) -> tuple[float, float]:
     """(autocast_cast_gib, autocast_activations_share): the smallest linear envelope (least total slack, scipy's
     linprog) over every in-sample fp32-frozen LoRA step's excess (fp32_excess) against its table activations, each
-    rounded up (a wall errs high). A constant alone (1.25 GiB, from the 256 and 512 px pairs of 2026-11-30) left the
-    estimate short of the allocated peak at 384 px with the encoder and above, and 0.31 GiB short at 768 px (the
-    forty-first run), where the walls' overheads covered it by 11 MiB."""
+    rounded up (a wall errs high). A constant alone (CAST_BEFORE, fp32 minus bf16 at 256 and 512 px) left
+    the estimate short of the allocated peak at 384 px with the encoder and above, and 0.31 GiB short at 768 px, where
+    the walls' overheads covered it by 11 MiB."""
     from scipy.optimize import linprog
 
     pts = [fp32_excess(r, per_rank=per_rank) for r in all_rows
@@ -1500,7 +1274,7 @@ def autocast_lines(all_rows: list[dict], held: dict[str, list[dict]]) -> list[st
            f"({share:g}) x the table's activations (fit_autocast, on the in-sample records below). Excess minus term "
            "above 0 is an estimate short of the allocated peak, which only the overheads then cover.", "",
            "The last two columns: the wall's ask over NVML with those facts, and with the constant alone "
-           f"({CAST_BEFORE:g} GiB, the form before the forty-second run) in their place.", "",
+           f"({CAST_BEFORE:g} GiB, the form before the {FORMS['fp32_term_before']} run) in their place.", "",
            "| record | resolution | encoder | rank | table activations GiB | excess GiB | term GiB | excess - term GiB | "
            "sample | ask/NVML | the constant alone: ask/NVML |", "|---|---|---|---|---|---|---|---|---|---|---|"]
 

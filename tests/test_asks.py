@@ -360,7 +360,7 @@ def test_records_under_expandable_segments_are_kept_apart_from_the_default_alloc
     assert walls_fit.allocator_of({"cuda_allocator": {"env": env, "expandable_segments": None}}) == "expandable"
     assert walls_fit.allocator_of({"cuda_allocator": {"env": env, "expandable_segments": False}}) == "default"
     assert walls_fit.allocator_of({"cuda_allocator": {"env": {}, "expandable_segments": True}}) == "expandable"
-    run9 = {walls_fit._RUN9.relative_to(REPO).as_posix()}
+    run9 = {walls_fit.EXPANDABLE_RUNS[0]["run"].relative_to(REPO).as_posix()}
     assert not {r["record"] for r in walls_fit.rows() if r["record"].startswith(tuple(run9))}
 
 
@@ -382,6 +382,32 @@ def test_under_expandable_segments_the_walls_ask_at_or_over_the_driver_and_below
     run8_d = json.loads((REPO / "bench/results/gpu-run-h200-2026-12-03-run8/sizing/results/provenance/generate/D.json")
                         .read_text())
     assert asks.generator_ask(exp, gen).vram.value < run8_d["nvml_peak_gib"] < asks.generator_ask(FACTS, gen).vram.value
+
+
+def test_the_held_out_sets_file_lists_what_each_runs_records_hold_and_the_next_set(walls_fit):
+    # bench/results/heldout.yaml: each run's `configurations` are its probe records' (a reader sees the set without
+    # opening them), every run is there once, and the next set has no records yet and sizing_gpu.py calls to make them
+    import yaml
+
+    data = yaml.safe_load(walls_fit.RUNS_FILE.read_text())
+
+    def text(r):
+        return f"{r['key']} ({', '.join(f'{k} {v}' for k, v in r['config'].items())})"
+
+    entries = [e for e in data["heldout"] if not e.get("next")]
+    assert [e["name"] for e in entries] == [r["name"] for r in walls_fit.HELDOUT_RUNS]
+    assert len({e["id"] for e in data["heldout"]}) == len(data["heldout"])
+    for e, run in zip(entries, walls_fit.HELDOUT_RUNS):
+        assert e["configurations"] == [text(r) for r in walls_fit.probe_rows(run["folders"], sample="held out")], e["id"]
+        assert run["models_before"].exists() and re.fullmatch(r"[0-9a-f]{7,40}", e["commit"]), e["id"]
+    for e, run in zip(data["expandable"]["fitted"] + data["expandable"]["judged"],
+                      walls_fit.EXPANDABLE_RUNS + walls_fit.EXPANDABLE_JUDGED):
+        assert e["configurations"] == [text(r) for r in walls_fit.probe_rows(
+            run["heldout"], sample="held out", allocator="expandable")], e["id"]
+    (nxt,) = [e for e in data["heldout"] if e.get("next")]
+    assert nxt is walls_fit.NEXT_HELDOUT or nxt == walls_fit.NEXT_HELDOUT
+    assert "records" not in nxt and nxt["calls"] and all(isinstance(a, str) for call in nxt["calls"] for a in call)
+    assert len(nxt["configurations"]) == sum(len(a.split()) for call in nxt["calls"] for a in call if a.count(":") >= 2)
 
 
 @pytest.mark.parametrize("name", ["third", "fourth", "fifth", "sixth", "seventh", "eighth", "eighteenth", "nineteenth",
