@@ -15,9 +15,15 @@ schedule (as `fourloops plan` does: fourloops.plan.run) and writes DIR/<set>.jso
 - the checks before the first job (the config problems, the preflight, the space check), the files the requested DAG
   reads or writes, and the words for targets and options no rule makes.
 
-`--repo` names the checkout whose Snakefile and src/ are dumped (its src/ goes first on the import path), so two
-worktrees of one repository, with and without a change, dump side by side: identical files say the change moved no
-job's identity. Every child runs with PYTHONHASHSEED=0, so set orders are the same in both.
+`--repo` names the checkout whose Snakefile and src/ are dumped (its src/ goes first on the import path). Every child
+runs with PYTHONHASHSEED=0, so set orders are the same in every dump.
+
+    .venv/bin/python bench/job_identity.py --out DIR --before COMMIT --files PATH...
+
+proves a change to PATH... moved no job's identity while others edit the rest of the tree: the working tree is
+copied once to a scratch folder, PATH... are put back as they were at COMMIT (a file COMMIT lacks is removed) and
+dumped to DIR/before, then PATH... as they are in the working tree are copied in and dumped, from the same folder, to
+DIR/after; every other file is the same bytes in both. It prints `identical` (exit 0) or the parts that differ.
 """
 
 from __future__ import annotations
@@ -90,6 +96,17 @@ def dump(workflow, requested: list[str]) -> dict:
 
     dag = workflow.dag
     view = workflow_of(workflow)
+    # the view's parts (fourloops.smk.Workflow's jobs, placement and admission), or the one class it was before it
+    # was split by concern: a dump of a commit before the split answers the same questions
+    split = hasattr(view, "admission")
+    graph, placement, admission = (view.jobs, view.placement, view.admission) if split else (view, view, view)
+    if split:
+        from fourloops import targets
+
+        def unknown_target(t):
+            return targets.unknown_target(workflow, graph.producers, t)
+    else:
+        unknown_target = view.unknown_target
     jobs = []
     for job in dag.jobs:
         rule, wc = job.rule.name, dict(job.wildcards.items())
@@ -101,30 +118,30 @@ def dump(workflow, requested: list[str]) -> dict:
             "needrun": dag.needrun(job), "reason": sorted(dag.reason(job).get_names()),
         }
         if job.rule.output:
-            entry["lineage"] = view.lineage(rule, wc)
-            entry["code"] = view.code(rule)
-            entry["fourloops_params"] = view.params(rule, wc)
-            entry["fourloops_inputs"] = view.inputs(rule, wc)
-            entry["fourloops_outputs"] = view.outputs(rule, wc)
-            entry["producers"] = {p: view.producers(p) for p in view.inputs(rule, wc)}
+            entry["lineage"] = graph.lineage(rule, wc)
+            entry["code"] = graph.code(rule)
+            entry["fourloops_params"] = graph.params(rule, wc)
+            entry["fourloops_inputs"] = graph.inputs(rule, wc)
+            entry["fourloops_outputs"] = graph.outputs(rule, wc)
+            entry["producers"] = {p: graph.producers(p) for p in graph.inputs(rule, wc)}
         if job.rule.output or not job.rule.norun:  # a job with work of its own (target rules have no stage)
-            entry["profile"] = view.profile(rule, wc)
+            entry["profile"] = placement.profile(rule, wc)
         jobs.append(_plain(entry))
     jobs.sort(key=lambda j: (j["rule"], sorted(j["wildcards"].items())))
     out = {"jobs": jobs}
-    out["requested_paths"] = sorted(view.requested_paths(requested))
-    out["unknown_targets"] = {t: view.unknown_target(t) for t in UNKNOWN_TARGETS}
+    out["requested_paths"] = sorted(graph.requested_paths(requested))
+    out["unknown_targets"] = {t: unknown_target(t) for t in UNKNOWN_TARGETS}
     out["unmade_artifacts"] = view.unmade_artifacts({"artifacts": [{"path": "results/nothing.csv"},
                                                                    {"path": "results/ladder.csv"}]})
     out["machine_names"] = view.machine_names()
-    out["local_rules"] = sorted(view.local_rules())
-    out["executor"] = view.executor()
-    out["config_problems"] = view.config_problems(dag)
-    out["preflight_problems"] = view.preflight_problems(dag)
-    out["space_problems"] = view.space_problems(dag)
-    out["local_jobs"] = sorted(str(j) for j in view.local_jobs(dag))
+    out["local_rules"] = sorted(placement.local_rules())
+    out["executor"] = placement.executor()
+    out["config_problems"] = admission.config_problems(dag)
+    out["preflight_problems"] = admission.preflight_problems(dag)
+    out["space_problems"] = admission.space_problems(dag)
+    out["local_jobs"] = sorted(str(j) for j in admission.local_jobs(dag))
     out["pending"] = sorted(_plain([p.rule, p.output, p.profile, p.wildcards, p.local, str(p.ask)])
-                            for p in view.pending(dag))
+                            for p in admission.pending(dag))
     out["planned"] = _plain(plan.planned(view, ["results/ladder.csv", "results/ladder.png"]))
     for machine in (None, "pod", "cluster"):
         built = plan.build(workflow, machine)
@@ -134,7 +151,7 @@ def dump(workflow, requested: list[str]) -> dict:
         out[f"plan {machine or 'config machine'}"] = _plain(built)
         if machine == "cluster":  # the plugin's resources of each job, as the slurm executor would ask them
             out["slurm_requests"] = {f"{j.rule.name} {sorted(j.wildcards.items())}":
-                                     _plain(view.slurm_request(j.rule.name, dict(j.wildcards.items())))
+                                     _plain(placement.slurm_request(j.rule.name, dict(j.wildcards.items())))
                                      for j in sorted(dag.jobs, key=lambda j: (j.rule.name, sorted(j.wildcards.items())))
                                      if j.rule.output or not j.rule.norun}
     return out
@@ -149,6 +166,12 @@ def child(out: Path, repo: Path, argv: list[str], requested: list[str]) -> int:
 
     class _Dump:
         def __init__(self, workflow, *args, **kwargs):
+            # Snakemake keeps the pending jobs in a set of objects hashed by address, so their order (the plan's rows,
+            # the pod bill's job order) changes with any change to what the process allocated, code unchanged: they
+            # are handed to fourloops sorted by rule and wildcards
+            needrun = workflow.dag.needrun_jobs
+            workflow.dag.needrun_jobs = lambda exclude_finished=True: iter(sorted(
+                needrun(exclude_finished), key=lambda j: (j.rule.name, sorted(j.wildcards.items()))))
             result["dump"] = dump(workflow, requested)
 
         def schedule(self):
@@ -168,6 +191,51 @@ def child(out: Path, repo: Path, argv: list[str], requested: list[str]) -> int:
     return 0
 
 
+def compare(out: Path, before: str, files: list[str], chosen: list[str]) -> int:
+    """Dump the working tree with `files` as at commit `before`, then as they are: the same folder, every other file
+    the same bytes (see the module's docstring)."""
+    import shutil
+
+    scratch = Path(tempfile.mkdtemp(prefix="fourloops-identity-tree-"))
+    tree = scratch / "repo"
+    try:
+        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                                capture_output=True).stdout.decode().split("\0")
+        for name in filter(None, listed):
+            src = REPO / name
+            if src.is_file() and not name.startswith(".venv/"):
+                (tree / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, tree / name)
+        for name in files:
+            old = subprocess.run(["git", "show", f"{before}:{name}"], cwd=REPO, capture_output=True)
+            if old.returncode:
+                (tree / name).unlink(missing_ok=True)
+            else:
+                (tree / name).parent.mkdir(parents=True, exist_ok=True)
+                (tree / name).write_bytes(old.stdout)
+        argv = [sys.executable, __file__, "--repo", str(tree), "--sets", ",".join(chosen)]
+        if subprocess.run([*argv, "--out", str(out / "before")]).returncode:
+            return 1
+        for name in files:
+            if (REPO / name).exists():
+                (tree / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / name, tree / name)
+            else:
+                (tree / name).unlink(missing_ok=True)
+        if subprocess.run([*argv, "--out", str(out / "after")]).returncode:
+            return 1
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    differ = []
+    for name in chosen:
+        a, b = (json.loads((out / side / f"{name}.json").read_text()) for side in ("before", "after"))
+        differ += [f"{name}: {key}" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+        same = (out / "before" / f"{name}.json").read_bytes() == (out / "after" / f"{name}.json").read_bytes()
+        print(f"{name}: {len(a['jobs'])} jobs, {'byte-identical' if same else 'DIFFERENT'}")
+    print("identical" if not differ else "different:\n  " + "\n  ".join(differ))
+    return 1 if differ else 0
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         out, repo, n = Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
@@ -177,11 +245,17 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="the folder the <set>.json dumps go to")
     ap.add_argument("--repo", default=str(REPO), help="the checkout to dump (its Snakefile and src/)")
     ap.add_argument("--sets", default=",".join(SETS), help=f"of {list(SETS)}")
+    ap.add_argument("--before", help="a commit: dump the working tree with --files as they were there, then as they are")
+    ap.add_argument("--files", nargs="+", default=[], help="with --before: the changed files, relative to the repository")
     args = ap.parse_args()
     repo, out = Path(args.repo).resolve(), Path(args.out)
     chosen = [s for s in args.sets.split(",") if s]
     if unknown := [s for s in chosen if s not in SETS]:
         raise SystemExit(f"--sets {unknown}: allowed: {list(SETS)}")
+    if args.before:
+        if not args.files:
+            raise SystemExit("--before needs --files: the files whose change is checked")
+        return compare(out, args.before, args.files, chosen)
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": os.pathsep.join(
         [str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}

@@ -290,7 +290,8 @@ def test_a_password_given_in_the_db_urls_query_is_masked_wherever_the_url_is_sho
     from sqlalchemy.engine import make_url
 
     from fourloops import verify
-    from fourloops.smk import DatabaseRecords, invocation
+    from fourloops.lastgood import DatabaseRecords
+    from fourloops.smk import invocation
 
     url = "postgresql://fourloops@db.lab/meta?password=s3cret-pw&sslmode=require&sslpassword=k3y-pw"
     line = invocation(["snakemake", "--persistence-backend-db-url", url], url)

@@ -152,22 +152,14 @@ def test_a_path_outside_the_working_directory_is_refused_and_nothing_is_stashed(
     assert not keep.stash_dir(root).exists()
 
 
-# A one-rule workflow driving fourloops' keep wiring (smk.Workflow's stash/settle/recover, real), its stage keeping
-# its last good outputs; scale 2 fails, scale 4 kills Snakemake (the job's parent) mid-job, once it has marked the
-# job started.
+# A one-rule workflow driving fourloops' keep wiring (fourloops.lastgood's stash/settle/recover, real), its one job
+# keeping its last good outputs; scale 2 fails, scale 4 kills Snakemake (the job's parent) mid-job, once it has marked
+# the job started.
 KEEPING_SNAKEFILE = """
-from types import SimpleNamespace
-from fourloops.smk import Workflow
+from fourloops.lastgood import LastGood
 
-class Keeping(Workflow):
-    def __init__(self, wf):
-        self.wf = wf
-        self.recover_last_good()
-
-    def stage(self, rulename):
-        return SimpleNamespace(keep_last_good=True)
-
-KEEP = Keeping(workflow)
+KEEP = LastGood(workflow)
+KEEP.recover()
 
 rule make:
     output: "out.txt"
@@ -175,13 +167,13 @@ rule make:
     shell: "case {params.scale} in 2) exit 1;; 4) sleep 1; kill -9 $PPID; exit 1;; esac; echo {params.scale} > {output}"
 
 onstart:
-    KEEP.stash_last_good(workflow.dag)
+    KEEP.stash([j for j in workflow.dag.needrun_jobs() if j.rule.output])
 
 onsuccess:
-    KEEP.settle_last_good()
+    KEEP.settle()
 
 onerror:
-    KEEP.settle_last_good()
+    KEEP.settle()
 """
 
 
@@ -218,7 +210,7 @@ def test_database_rows_come_back_only_through_the_database_they_were_kept_from(t
     the database and leaving the stash; the same database gets each row back (one that did not exist is deleted)."""
     from snakemake.persistence.db import DbPersistence
 
-    from fourloops.smk import DatabaseRecords
+    from fourloops.lastgood import DatabaseRecords
 
     rows = DatabaseRecords(DbPersistence(nolock=True, path=tmp_path / ".snakemake"))
     write(tmp_path / "a.txt", "old a")

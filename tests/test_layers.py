@@ -23,10 +23,13 @@ LAYERS = (
     ("config and machines", {"config", "machines", "card", "model_sets", "names"}),
     ("asks and preflight", {"asks", "preflight"}),
     ("stage declarations and the jobs' code", {"stage", "stages.*", "declarations.*"}),
+    ("the job graph", {"jobgraph", "targets"}),
     ("walls", {"walls"}),
-    ("placement and levers", {"slurm", "levers"}),
+    ("placement and levers", {"slurm", "levers", "placement"}),
     ("the refusal report", {"refusal"}),
-    ("plan and the Snakemake glue", {"plan", "smk", "cli", "pods", "runlock", "rule_functions.*"}),
+    ("the checks before the first job", {"admission"}),
+    ("plan and the Snakemake glue", {"plan", "smk", "cli", "pods", "runlock", "lastgood", "checkpoints",
+                                     "rule_functions.*"}),
 )
 
 
@@ -111,6 +114,10 @@ def test_no_module_imports_a_layer_above_its_own():
     ("body", "def f():\n    from fourloops.preflight import check\n", "upward"),
     ("walls", "def f():\n    from fourloops import refusal\n", "upward"),
     ("anny_tables", "def f():\n    from fourloops import body\n", "upward"),
+    # the glue's parts: the job graph knows nothing of where jobs run, placement nothing of the onstart checks
+    ("jobgraph", "def f():\n    from fourloops import placement\n", "upward"),
+    ("placement", "def f():\n    from fourloops.admission import Admission\n", "upward"),
+    ("admission", "def f():\n    from fourloops import smk\n", "cycle"),
 ])
 def test_a_wrong_way_import_is_caught(tmp_path, module, line, problem):
     """The checks read the source: an import added anywhere in a module (a function body too) is seen."""

@@ -448,7 +448,7 @@ def test_a_retrained_lora_makes_exactly_the_lora_conditions_stale(built_copy, tm
 def test_a_failed_retrain_keeps_the_last_good_lora_byte_identical_and_d_still_uses_it(built_copy):
     """Snakemake deletes the LoRA, its loss CSV and PNG and its record before the retrain runs (protected()
     does not stop root); the training killed, all four come back byte for byte and D's views stay fresh."""
-    from fourloops import keep, smk, verify
+    from fourloops import checkpoints, keep, verify
 
     kept = ["results/lora/camera.safetensors", "results/lora/camera.loss.csv", "results/lora/camera.loss.png",
             "results/provenance/lora_train/camera.json"]
@@ -457,7 +457,7 @@ def test_a_failed_retrain_keeps_the_last_good_lora_byte_identical_and_d_still_us
     stale = built_copy / "results/lora/checkpoints/camera/step-000004"
     stale.mkdir(parents=True)
     (stale / "state.pt").write_bytes(b"other code's")
-    (built_copy / smk.CHECKPOINT_LINEAGE).write_text(json.dumps({"results/lora/checkpoints/camera": "0" * 16}))
+    (built_copy / checkpoints.LINEAGE_TABLE).write_text(json.dumps({"results/lora/checkpoints/camera": "0" * 16}))
     cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles" / "smoke"),
            "--directory", str(built_copy), "--forcerun", "lora_train", "--", "results/lora/camera.safetensors"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -485,7 +485,7 @@ def test_a_checkpoint_is_resumed_only_by_the_lineage_that_wrote_it(tmp_path, mon
     each checkpoint folder was written under, and removes another lineage's before the job."""
     from types import SimpleNamespace
 
-    from fourloops import smk
+    from fourloops import checkpoints
 
     monkeypatch.chdir(tmp_path)
     folder = Path("results/lora/checkpoints/camera")
@@ -495,15 +495,15 @@ def test_a_checkpoint_is_resumed_only_by_the_lineage_that_wrote_it(tmp_path, mon
         (folder / "step-000004").mkdir(parents=True, exist_ok=True)
         job = SimpleNamespace(rule=SimpleNamespace(name="lora_train", output=["camera.safetensors"]), wildcards={},
                               params={"checkpoint_dir": str(folder), "lineage": lineage})
-        view = SimpleNamespace(placement=lambda: {}, profile=lambda rule, wildcards: "desk")  # slurm: nothing moved to a pod
-        smk.Workflow.retire_checkpoints(view, SimpleNamespace(needrun_jobs=lambda: [job]))  # a node's job too
+        # slurm: nothing moved to a pod, a node's job retires its checkpoints too
+        checkpoints.retire(SimpleNamespace(needrun_jobs=lambda: [job]), lambda rule, wildcards: "desk", on_pod=set())
         return folder.exists()
 
     Path(".snakemake").mkdir()
     assert not run("aaaa")  # no run recorded who wrote it
     assert run("aaaa")      # written under this lineage: resumed
     assert not run("bbbb") and "written under another lineage" in capsys.readouterr().err
-    assert json.loads(Path(smk.CHECKPOINT_LINEAGE).read_text()) == {str(folder): "bbbb"}
+    assert json.loads(Path(checkpoints.LINEAGE_TABLE).read_text()) == {str(folder): "bbbb"}
 
 
 def test_the_trained_smoke_lora_loads_into_the_generator_and_changes_its_output(smoke_run, monkeypatch):

@@ -125,8 +125,8 @@ with SnakemakeApi(OutputSettings()) as api:
     view, style = workflow_of(wf), next(iter(wf.config["restyle"]["styles"]))
     jobs = {"generate": {"condition": "D"}, "restyle": {"style": style}, "lora_embeddings": {}, "lora_train": {},
             "grades": {"style": style}}
-    out = {rule: view.params(rule, wc).get("local_weights") for rule, wc in jobs.items()}
-    print(json.dumps({**out, "ladder lineage": view.lineage("ladder", {})}))
+    out = {rule: view.jobs.params(rule, wc).get("local_weights") for rule, wc in jobs.items()}
+    print(json.dumps({**out, "ladder lineage": view.jobs.lineage("ladder", {})}))
 '''
 
 

@@ -250,13 +250,15 @@ def test_plan_of_the_publication_gate_says_it_runs_and_what_it_would_refuse(tmp_
 
 def test_the_runs_own_wall_check_sees_the_publication_gate_as_the_plan_does():
     """The gate's job has no files (a script): the plan checked and placed it, but the real run's check
-    (Workflow.pending, onstart) skipped every job without outputs, the gate's with the target rules'. Now one pending
+    (Admission.pending, onstart) skipped every job without outputs, the gate's with the target rules'. Now one pending
     list serves both; the target rules (no work of their own) stay out, and under SLURM the gate, a local rule, is
     judged on the submitting machine."""
     from types import SimpleNamespace
 
-    from fourloops import machines, slurm, smk
+    from fourloops import machines, slurm
+    from fourloops.admission import Admission
     from fourloops.asks import Ask
+    from fourloops.placement import Placement
 
     def job(rule, *output, norun=False):
         return SimpleNamespace(rule=SimpleNamespace(name=rule, output=list(output), norun=norun), output=list(output),
@@ -264,35 +266,37 @@ def test_the_runs_own_wall_check_sees_the_publication_gate_as_the_plan_does():
 
     dag = SimpleNamespace(needrun_jobs=lambda: [job("publish"), job("all", norun=True),
                                                 job("render", "results/render/az000.png")])
-    view = SimpleNamespace(profile=lambda rule, wc: "desk", ask=lambda rule, wc: Ask.of(0.0, 1.0),
-                           params=lambda rule, wc: {"rule": rule}, context_for=lambda rule, wc: None,
-                           wf=SimpleNamespace(_localrules={"publish"}))
-    view.local_rules = lambda: smk.Workflow.local_rules(view)
-    view.pending_job = lambda *args: smk.Workflow.pending_job(view, *args)
-    pending = smk.Workflow.pending(view, dag)
+    table = machines.load(REPO / "config" / "machines.yaml")
+    # the real placement and checks; the rules' own profile, ask and params stand in
+    placement = Placement(SimpleNamespace(_localrules={"publish"}, executor_plugin=None), {"machine": "desk"}, table,
+                          facts={}, measured=None, params=lambda rule, wc: {"rule": rule})
+    placement.profile, placement.ask = (lambda rule, wc: "desk"), (lambda rule, wc: Ask.of(0.0, 1.0))
+    placement.context_for = lambda rule, wc: None
+    pending = Admission(placement, placement.params, records=None, global_resources=dict).pending(dag)
     assert [(j.rule, j.output, j.local, j.params) for j in pending] == [
         ("publish", "publish", True, {"rule": "publish"}),
         ("render", "results/render/az000.png", False, {"rule": "render"})]
-    table = machines.load(REPO / "config" / "machines.yaml")
     placed = slurm.place(pending, table, "cluster")
     assert placed.where == {"publish": "here (desk)", "results/render/az000.png": "partition cpu"}
     assert placed.local_rules == {"publish"}
     # the plugin's resources each job is given agree: the local rule asks no partition (slurm.runs_here for both)
-    view.executor, view.machines, view.slurm_cluster, view._slurm = (lambda: "slurm"), table, (lambda: "cluster"), {}
-    assert smk.Workflow.slurm_request(view, "publish", {}) is None
-    assert smk.Workflow.slurm_request(view, "render", {}) == {"slurm_partition": "cpu"}
+    placement.planned_executor, placement.slurm_cluster = "slurm", (lambda: "cluster")
+    assert placement.slurm_request("publish", {}) is None
+    assert placement.slurm_request("render", {}) == {"slurm_partition": "cpu"}
 
 
 def test_the_runs_local_checks_take_the_publication_gates_job_as_its_wall_check_does(tmp_path, monkeypatch):
-    """The disk-space and preflight checks before a run (Workflow.local_jobs) skipped every job without outputs, so
+    """The disk-space and preflight checks before a run (Admission.local_jobs) skipped every job without outputs, so
     the gate's job, which the wall check judges (pending), was never checked for room for its log under
     logs/publish/. Now both take the jobs with work of their own: a gate whose last log took more than the disk has
     is named before any job; target rules (all) stay out, a rented pod's job meets its needs on the pod, and under
     SLURM the gate, a local rule, stays on this machine while a partition job meets its needs on the node."""
     from types import SimpleNamespace
 
-    from fourloops import machines, smk
+    from fourloops import machines
+    from fourloops.admission import Admission
     from fourloops.asks import Ask
+    from fourloops.placement import Placement
 
     def job(rule, *output, log=(), norun=False):
         return SimpleNamespace(rule=SimpleNamespace(name=rule, output=list(output), norun=norun), output=list(output),
@@ -303,20 +307,21 @@ def test_the_runs_local_checks_take_the_publication_gates_job_as_its_wall_check_
     dag = SimpleNamespace(needrun_jobs=lambda: [gate, job("all", norun=True), render, generate])
     huge = {"path": "logs/publish/publish.log", "bytes": 2**60}  # what its record says the gate's log took last time
 
-    def view(executor):
-        v = smk.Workflow.__new__(smk.Workflow)  # the real methods; the rules' own profile, ask and params stand in
-        v.__dict__.update(
-            wf=SimpleNamespace(_localrules={"publish"}, executor_plugin=None), config={"machine": "desk"},
-            machines=machines.load(REPO / "config" / "machines.yaml"), target=None, planned_executor=executor,
-            _placements={}, records=SimpleNamespace(records=[SimpleNamespace(entries=lambda kind: [huge])]),
-            profile=lambda rule, wc: "pod" if rule == "generate" else "desk", ask=lambda rule, wc: Ask.of(0.0, 1.0),
-            params=lambda rule, wc: {}, context_for=lambda rule, wc: None)
-        return v
+    def checks(executor):
+        """The real placement and checks under `executor`; the rules' own profile, ask and params stand in."""
+        placement = Placement(SimpleNamespace(_localrules={"publish"}, executor_plugin=None), {"machine": "desk"},
+                              machines.load(REPO / "config" / "machines.yaml"), facts={}, measured=None,
+                              params=lambda rule, wc: {})
+        placement.planned_executor = executor
+        placement.profile = lambda rule, wc: "pod" if rule == "generate" else "desk"
+        placement.ask, placement.context_for = (lambda rule, wc: Ask.of(0.0, 1.0)), (lambda rule, wc: None)
+        records = SimpleNamespace(records=[SimpleNamespace(entries=lambda kind: [huge])])
+        return Admission(placement, placement.params, records, global_resources=dict)
 
-    assert smk.Workflow.local_jobs(view("runpod"), dag) == [gate, render]
-    assert smk.Workflow.local_jobs(view("slurm"), dag) == [gate]
+    assert checks("runpod").local_jobs(dag) == [gate, render]
+    assert checks("slurm").local_jobs(dag) == [gate]
     monkeypatch.chdir(tmp_path)
-    (problem,) = smk.Workflow.space_problems(view(None), dag)
+    (problem,) = checks(None).space_problems(dag)
     assert problem.startswith(".: no room:") and "took 1073741824.0 GiB last time" in problem, problem
 
 
@@ -335,9 +340,9 @@ with SnakemakeApi(OutputSettings()) as api:
                       snakefile=Path(repo) / "Snakefile", workdir=Path(workdir))._workflow
     view, out = workflow_of(wf), {}
     for executor in executors:
-        view.planned_executor = None if executor == "local" else executor
+        view.placement.planned_executor = None if executor == "local" else executor
         out[executor] = planned(view, ["results/ladder.csv", "results/ladder.png"])
-    out["_local_rules"] = sorted(view.local_rules())
+    out["_local_rules"] = sorted(view.placement.local_rules())
     print(json.dumps(out))
 '''
 
@@ -366,7 +371,7 @@ def test_the_reports_plan_page_places_each_job_as_the_runs_own_check(tmp_path):
     """The report's plan page (rule run_plan's params, fourloops.plan.planned) judged every job on config machine
     whatever the executor: under profiles/slurm (executor slurm, config machine desk) every job on the desk, though
     the run sends each to a partition of the cluster. It now places and asks each job through the run's own check
-    (Workflow.pending_job, check). The default desk run's value is unchanged, byte for byte (a params change would
+    (Admission.pending_job, check). The default desk run's value is unchanged, byte for byte (a params change would
     rerun the page): every job on the desk, checked against it."""
     plans = report_plans(tmp_path, "desk", "local", "slurm")
     desk = plans["local"]
@@ -387,7 +392,7 @@ def test_the_reports_plan_page_with_a_cluster_as_config_machine_places_as_the_ru
     """Config machine cluster: the page judged every job on the cluster taken as one machine (its largest card, the
     a100), not on the partition the run sends it to; under the RunPod executor, which submits nothing to SLURM, on
     that a100 too, where the run starts them on the cluster's submit_host (the desk) and rents a pod for generate,
-    which the page now tells from the jobs started here (asked as rented: Workflow.context_for)."""
+    which the page now tells from the jobs started here (asked as rented: Placement.context_for)."""
     plans = report_plans(tmp_path, "cluster", "local", "runpod")
     assert plans["local"]["target"] == "cluster cluster (partitions cpu, rtx4090, a100)"
     assert on(plans["local"]) == {**{r: {RTX4090} for r in GPU_RULES}, **{r: {CPU} for r in CPU_RULES}}
@@ -464,20 +469,21 @@ def test_the_jobs_a_runpod_run_starts_here_take_this_machines_allocator_and_guar
     job it points them at this machine (its busy-card limit and allocator), and a user's own allocator stands."""
     from types import SimpleNamespace
 
-    from fourloops import card, machines, smk
+    from fourloops import card, machines
+    from fourloops.placement import Placement
 
     table = machines.load(REPO / "config" / "machines.yaml")
     table["desk"]["cuda_allocator"] = "expandable_segments"  # a desk that asks for it (its comment invites that)
     view = SimpleNamespace(config={"machine": "cluster"}, machines=table, here=lambda: "desk")
     environ = {}
-    smk.Workflow.point_jobs_here(view, environ)
+    Placement.point_jobs_here(view, environ)
     assert environ == {card.MACHINE_ENV: "desk", card.ALLOC_VAR: "expandable_segments:True", card.SET_BY: "desk"}
     own = {card.ALLOC_VAR: "expandable_segments:False"}
-    smk.Workflow.point_jobs_here(view, own)
+    Placement.point_jobs_here(view, own)
     assert own == {card.MACHINE_ENV: "desk", card.ALLOC_VAR: "expandable_segments:False"}
     # the jobs run where config machine says (a desk run, or SLURM's partitions): nothing moves
     untouched = {}
-    smk.Workflow.point_jobs_here(SimpleNamespace(config={"machine": "desk"}, machines=table, here=lambda: "desk"),
+    Placement.point_jobs_here(SimpleNamespace(config={"machine": "desk"}, machines=table, here=lambda: "desk"),
                                  untouched)
     assert untouched == {}
 

@@ -64,7 +64,7 @@ def test_a_renamed_desk_runs_the_clusters_local_rules_and_a_runpod_runs_rest_whe
     config/machines.yaml"). It is the cluster's submit_host."""
     from types import SimpleNamespace
 
-    from fourloops import smk
+    from fourloops.placement import Placement
 
     table = machines.load(renamed(tmp_path))
     placed = slurm.place([job("cpu_job"), job("usb", 0.0, devices=("hailo_usb",))], table, "cluster")
@@ -72,7 +72,7 @@ def test_a_renamed_desk_runs_the_clusters_local_rules_and_a_runpod_runs_rest_whe
     assert placed.verdict.ok and placed.here.devices == ("cuda", "hailo_usb")
     # a RunPod run whose config machine is the cluster runs what it does not rent out on the submit host
     view = SimpleNamespace(machines=table, target=None, config={"machine": "cluster"}, executor=lambda: "runpod")
-    assert smk.Workflow.here(view) == "workstation"
+    assert Placement.here(view) == "workstation"
 
 
 @pytest.mark.parametrize("value", ["nowhere", "cluster", "container"])
@@ -89,12 +89,12 @@ def test_the_slurm_executor_without_a_cluster_in_the_machines_file_names_what_is
     of them>", one of none."""
     from types import SimpleNamespace
 
-    from fourloops import smk
+    from fourloops.placement import Placement
 
     table = {name: raw for name, raw in TABLE.items() if name != "cluster"}
     view = SimpleNamespace(machines=table, config={"machine": "desk"}, executor=lambda: "slurm")
     with pytest.raises(machines.MachinesError) as err:
-        smk.Workflow.slurm_cluster(view)
+        Placement.slurm_cluster(view)
     assert str(err.value) == (
         "machine = 'desk' under --executor slurm: config/machines.yaml has no SLURM cluster (a machine with a "
         '`slurm:` section, as the file\'s `cluster`); allowed: add one (docs/running.md, "On SLURM"), or run without '
@@ -114,4 +114,4 @@ def test_the_slurm_executor_without_a_cluster_in_the_machines_file_names_what_is
     assert not (tmp_path / "w" / "results").exists()
     view.machines = {**table, "a": TABLE["cluster"], "b": TABLE["cluster"]}
     with pytest.raises(machines.MachinesError, match=r"has 2 SLURM clusters \['a', 'b'\]; allowed: --config machine="):
-        smk.Workflow.slurm_cluster(view)
+        Placement.slurm_cluster(view)

@@ -474,6 +474,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from snakemake.api import SnakemakeApi
 from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+from fourloops import targets
 from fourloops.smk import workflow_of
 repo, workdir, *names = sys.argv[1:]
 with SnakemakeApi(OutputSettings()) as api:
@@ -481,7 +482,8 @@ with SnakemakeApi(OutputSettings()) as api:
                       snakefile=Path(repo) / "Snakefile", workdir=Path(workdir))._workflow
     view = workflow_of(wf)
     options = SimpleNamespace(forcerun=set(names), until=set(names), omit_from=set(names))
-    print(json.dumps({"targets": [view.unknown_target(n) for n in names], "options": view.unknown_rule_options(options)}))
+    print(json.dumps({"targets": [targets.unknown_target(wf, view.jobs.producers, n) for n in names],
+                      "options": targets.unknown_rule_options(wf, view.jobs.producers, options)}))
 '''
 
 

@@ -7,7 +7,7 @@ a changed config would then count as built. So, before the first job, the output
 job worth keeping are hard-linked (no bytes copied) into a hidden stash under the working directory,
 with a copy of Snakemake's metadata record of each (written in place, so a link would follow the
 new job's record); under Snakemake's database backend (`--persistence-backend db`) the record is a row of its
-table, kept by value in the manifest (a `Rows`, fourloops.smk.DatabaseRecords, reads and puts it back). When the
+table, kept by value in the manifest (a `Rows`, fourloops.lastgood.DatabaseRecords, reads and puts it back). When the
 run ends, `settle` restores each job whose new outputs are not all
 there and drops the rest. A stash left by a Snakemake that was killed is settled by the next
 workflow parse (`recover`), before its DAG is built.
@@ -43,7 +43,7 @@ class JobFiles:
 
 # Rows: Snakemake's records kept in a database (its `--persistence-backend db`), one row per output key; any object
 # with `where` (names the database, no password: a stash is settled only through the same one), `read(key)` (the
-# row as JSON values, None: no row) and `write(key, row)` (row None: delete it). fourloops.smk.DatabaseRecords.
+# row as JSON values, None: no row) and `write(key, row)` (row None: delete it). fourloops.lastgood.DatabaseRecords.
 
 
 def _relative(root: Path, path: str) -> str:

@@ -52,12 +52,12 @@ class PlannedJob:
 
 def planned(view, targets: list[str]) -> dict:
     """Every job upstream of `targets`, checked against the walls where the run's own check places it and asked as it
-    asks it (fourloops.smk.Workflow.pending_job and check: under the run's executor, a SLURM cluster's job on its
+    asks it (fourloops.admission.Admission.pending_job and check: under the run's executor, a SLURM cluster's job on its
     partition or the cluster's submit_host, a rented pod's apart from the jobs this Snakemake starts): plain values,
     for a rule's params (the report's run_plan rule)."""
     found: dict[tuple, tuple[str, dict]] = {}
-    for path in sorted(view.requested_paths(targets)):
-        for rule, wildcards in view.producers(path):
+    for path in sorted(view.jobs.requested_paths(targets)):
+        for rule, wildcards in view.jobs.producers(path):
             found.setdefault((rule, tuple(sorted(wildcards.items()))), (rule, wildcards))
     pending, benchmarks = [], {}
     for rule, wildcards in sorted(found.values(), key=lambda x: (x[0], sorted(x[1].items()))):
@@ -65,8 +65,8 @@ def planned(view, targets: list[str]) -> dict:
         output = str(snakerule.expand_output(wildcards)[0][0])
         bench = snakerule.expand_benchmark(wildcards)
         benchmarks[output] = str(bench) if bench is not None else ""
-        pending.append(view.pending_job(rule, wildcards, output))
-    verdict = view.check(pending)
+        pending.append(view.admission.pending_job(rule, wildcards, output))
+    verdict = view.admission.check(pending)
     placed = getattr(verdict, "placed", None)  # a SLURM cluster: its partitions and submit_host
     jobs = []
     for job, rows in verdict.checked:
@@ -93,24 +93,24 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
     dag = workflow.dag
     view = workflow_of(workflow)
     if executor is not None:
-        view.planned_executor = executor
+        view.placement.planned_executor = executor
     # the RunPod run planned from another profile: its own profile (profiles/pod) declares the pod's card, not this
     # invocation's --resources
-    own_resources = not (machine_name == "pod" and view.executor() != "runpod")
+    own_resources = not (machine_name == "pod" and view.placement.executor() != "runpod")
     if machine_name == "pod":
-        view.planned_executor = "runpod"
+        view.placement.planned_executor = "runpod"
         machine_name = view.config["machine"]
     elif machine_name in machines.clusters(view.machines):  # the SLURM run on that cluster
-        view.planned_executor = "slurm"
-    if machine_name is None or (view.executor() == "slurm"
+        view.placement.planned_executor = "slurm"
+    if machine_name is None or (view.placement.executor() == "slurm"
                                 and machine_name not in machines.clusters(view.machines)):
         # as the run's own wall check: config machine, or under the SLURM executor its cluster (a job the cluster
         # cannot take, the desk's Hailo USB, stays here)
-        machine_name = view.slurm_cluster() or machine_name or view.config["machine"]
-    machine_name = view.here(machine_name)  # under the RunPod executor a cluster runs nothing: its rest run here
+        machine_name = view.placement.slurm_cluster() or machine_name or view.config["machine"]
+    machine_name = view.placement.here(machine_name)  # under the RunPod executor a cluster runs nothing: its rest run here
     shown = machine_name
-    view.set_target(machine_name)
-    verdict = view.check_walls(dag, machine_name, own_resources=own_resources)
+    view.placement.set_target(machine_name)
+    verdict = view.admission.check_walls(dag, machine_name, own_resources=own_resources)
     placed = getattr(verdict, "placed", None)  # a SLURM cluster: the partition per job
     table = view.machines
     placement = verdict.placement  # profile tag -> machine (a pod job on the pod under the RunPod executor)
@@ -121,7 +121,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
     rows: list[PlannedJob] = []
     totals: dict[str, dict] = {}
     found = refusal.levers_of(verdict, table) if not verdict.ok else {}  # refused jobs only: the dry-run pays nothing else
-    life = podbill.load_life() if view.executor() == "runpod" and not placed else None
+    life = podbill.load_life() if view.placement.executor() == "runpod" and not placed else None
     for pending, checks in verdict.checked:
         ask = pending.ask
         job = by_output.get(pending.output)
@@ -163,14 +163,14 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
                         poll_s=float(settings.get("poll_s", podbill.DEFAULT_POLL_S)), hef=view.config.get("hef"))
     return {
         "machine": shown,
-        "executor": view.executor(),
+        "executor": view.placement.executor(),
         "ok": verdict.ok,
         "pod_bill": bill,
         "jobs": [asdict(r) for r in rows],
         "totals": {k: {**v, "seconds": round(v["seconds"], 1), "cost_usd": round(v["cost_usd"], 4)} for k, v in totals.items()},
         "refusals": ((refusal.cluster_report(placed, table) if placed else refusal.report(verdict, table, found))
                      if not verdict.ok else ""),
-        "config_problems": view.config_problems(dag),  # a run refuses these before any job, wherever it runs
+        "config_problems": view.admission.config_problems(dag),  # a run refuses these before any job, wherever it runs
         "gate": next((stage_for(g.rule).preview(g.params, Path.cwd()) for g, _ in verdict.checked
                       if stage_for(g.rule).preview is not None), None),
     }

@@ -2,8 +2,8 @@
 
 config/machines.yaml describes the cluster (`slurm:` partitions, their cards, RAM, time limit, and how
 the cluster asks for a card). Every pending job is checked against the partitions before anything is
-submitted (fourloops.smk.Workflow.check_walls); the same choice becomes the job's `slurm_partition` and
-gpu/gres/constraint resources (fourloops.smk.Workflow.resources), so what was checked is what is asked.
+submitted (fourloops.admission.Admission.check_walls); the same choice becomes the job's `slurm_partition` and
+gpu/gres/constraint resources (fourloops.placement.Placement.resources), so what was checked is what is asked.
 A job asking a device no partition has but this machine (the cluster's `submit_host`, the desk) has runs here, as a
 local rule, and so does a rule the workflow declares local (the publication gate).
 """

@@ -190,19 +190,18 @@ class Executor(RemoteExecutor):
 
         try:
             view = workflow_of(self.workflow)
-            saved = view.target
+            saved = view.placement.target
             try:
                 planned = plan.build(self.workflow, "pod",
                                      runpod={"fetch_at": self.settings.fetch_at, "poll_s": self.settings.poll_s})
             finally:  # the desk's jobs keep their own machine's asks
-                view.target = saved
-                view._asks.clear()
+                view.placement.set_target(saved)
         except Exception as err:  # a forecast is a report: the run goes on without it
             self.log(f"runpod: no bill forecast ({type(err).__name__}: {err})", warning=True)
             return None, []
         from fourloops.podbill import fetch_order
 
-        weights = self._hub_weights(view, planned["jobs"])  # a local directory is not downloaded
+        weights = self._hub_weights(planned["jobs"])  # a local directory is not downloaded
         order = [k for k in fetch_order([(j["output"], j["profile"], j["model"], j["needs"]) for j in planned["jobs"]])
                  if weights.get(k)]
         # a pod job's rank for the pool and its fetch lock: its model's place in the download order
@@ -217,17 +216,19 @@ class Executor(RemoteExecutor):
             self.log(f"runpod: the pod jobs load {weights_said(fetch)}, downloaded in that order")
         return bill, fetch
 
-    def _hub_weights(self, view, planned: list[dict]) -> dict[str, list[tuple[str, str]]]:
+    def _hub_weights(self, planned: list[dict]) -> dict[str, list[tuple[str, str]]]:
         """models.yaml key -> the hub snapshots (id, commit) its pending pod jobs load: their stages' `hf_model`
         needs, so the configured ids at their pinned commits (the preflight refuses a revision that is no commit
         before any pod), the scorer's adapter with its base."""
+        from fourloops.stage import stage_for
+
         key_of = {j["output"]: j["model"] for j in planned if j["profile"] == "pod" and j["model"]}
         out: dict[str, list[tuple[str, str]]] = {}
         for job in self.workflow.dag.needrun_jobs():
             key = key_of.get(str(job.output[0]) if len(job.output) else "")
             if key is None:
                 continue
-            for need in view.stage(job.rule.name).needs_for(dict(job.params.items())):
+            for need in stage_for(job.rule.name).needs_for(dict(job.params.items())):
                 if need.kind == "hf_model" and (need.what, need.revision) not in out.setdefault(key, []):
                     out[key].append((need.what, need.revision))
         return out
