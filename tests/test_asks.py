@@ -465,27 +465,25 @@ def test_a_scorer_probe_is_judged_by_the_instruction_its_question_quoted(walls_f
     assert "instruction 4 bytes)" in said and "instruction 1024 bytes (the longest allowed)" in unsaid
 
 
-def test_the_readme_and_docs_quote_the_held_out_figures_as_the_table_prints_them(walls_fit):
+def test_the_walls_history_quotes_the_held_out_figures_as_the_table_prints_them(walls_fit):
     text = walls_fit.TABLE.read_text()
     quoted = [line[2:] for line in text.splitlines() if line.startswith("- held-out configurations")]
     assert len(quoted) == len(walls_fit.HELDOUT_RUNS) + len(walls_fit.EXPANDABLE_RUNS) + len(
         walls_fit.EXPANDABLE_JUDGED), quoted
-    # docs/measured.md's table (the README points there): one row per summary line, in its order, every figure as the
-    # line has it
+    # docs/walls-history.md's table: one row per summary line, in its order, every figure as the line has it
     rows = walls_fit.heldout_table_rows(text)
-    lines = (REPO / "docs" / "measured.md").read_text().splitlines()
+    lines = HISTORY_DOC.read_text().splitlines()
     assert len(rows) == len(quoted) and rows == [line for line in lines if line.startswith("| ") and (
         " | default | " in line or " | expandable segments" in line)], rows
-    lines = (REPO / "README.md").read_text().splitlines()
     for row, q in zip(rows, quoted):  # the row says what its line says: the run, the count, both ranges
         run, figures = q.removeprefix("held-out configurations (").split(" run", 1)
         count, ranges = figures.split(": ", 1)[1].split(", ", 1)[0], re.findall(r"from (\S+) to (\S+?)[;]?(?: |$)", q)
         assert row.startswith(f"| {run} |") and f"| {count} |" in row and [
             f"{lo} to {hi}" in row for lo, hi in ranges] == [True, True], (row, q)
-    readme = " ".join(lines)
+    readme = " ".join(lines)  # the page's summary of them, then each run's account
     # and the two overhead forms, each fitted on the records before a run, on that run's held-out probes
     bounded = [line[2:] for line in walls_fit.TABLE.read_text().splitlines() if "; bounded " in line]
-    measured = " ".join((REPO / "docs" / "measured.md").read_text().split())  # the README points there for the rest
+    measured = readme
     assert len(bounded) == len(walls_fit.HELDOUT_RUNS) and all(q in measured for q in bounded), bounded
     # and the forms judged the same way: the two tighter ones the walls did not take (an NF4 offset, an envelope per
     # reference count), the reserve by references they took and the floor under it; their summary lines as the table
@@ -496,8 +494,7 @@ def test_the_readme_and_docs_quote_the_held_out_figures_as_the_table_prints_them
     assert len(forms) == 5 and all(q in measured for q in forms), forms
     assert [q for q in forms if q.startswith("all: without the reserve by references")]
     assert [q for q in forms if q.startswith("all: without the floor")]
-    assert "`docs/measured.md`" in readme
-    # the README's count of held-out runs is the table's (the twenty-first's extra probes are not a run of their own)
+    # the page's count of held-out runs is the table's (the twenty-first's extra probes are not a run of their own)
     runs = {re.sub(r" \(extra\)$", "", row.split(" | ")[0][2:]) for row in rows}
     words = ("thirty-six", "thirty-seven", "thirty-eight", "thirty-nine", "forty", "forty-one", "forty-two")
     assert f"**Held out**: {words[len(runs) - 36]} GPU runs" in readme, len(runs)
@@ -508,7 +505,7 @@ def test_the_readme_and_docs_quote_the_held_out_figures_as_the_table_prints_them
     tallies = "none below, none over +10%" if below == over == "0" else f"{below} below, {over} over +10%"
     assert (f"asked their {n} OmniGen2, LoRA and scorer configurations {lo} to {hi} of the driver: {tallies}"
             in readme), (n, lo, hi, below, over)
-    # the record count docs/measured.md gives today's fit is the table's
+    # the record count the page gives today's fit is the table's
     (n,) = re.findall(r"^- in-sample records: (\d+),", walls_fit.TABLE.read_text(), re.M)
     said = re.findall(r"today's fit: (\d+) records|every one of the (\d+) committed GPU records", measured)
     assert len(said) == 2 and {a or b for a, b in said} == {n}, (said, n)
@@ -532,15 +529,15 @@ def test_the_readme_and_docs_quote_the_held_out_figures_as_the_table_prints_them
         (n, lo, hi)], (n, lo, hi)
 
 
-def test_the_readme_names_the_commit_of_every_committed_gpu_run_record():
-    """What covers the default generator: the README's list of the GPU runs' commits is every commit their records
-    name (a run's records name its commit; one the list leaves out is a run the README does not admit to)."""
+def test_the_walls_history_names_the_commit_of_every_committed_gpu_run_record():
+    """What covers the default generator: docs/walls-history.md's list of the GPU runs' commits is every commit their
+    records name (a run's records name its commit; one the list leaves out is a run the page does not admit to)."""
     named = set()
     for path in (REPO / "bench" / "results").glob("gpu-run-*/**/*"):  # H200 runs and the H100 one
         if path.is_file() and path.suffix in (".json", ".jsonl"):
             named |= {c[:7] for c in re.findall(r'"commit": "([0-9a-f]{40})"', path.read_text(errors="replace"))}
-    text = (REPO / "README.md").read_text()
-    paragraph = text[text.index("**What covers the default generator"):text.index("## Layout")]
+    text = HISTORY_DOC.read_text()
+    paragraph = text[text.index("**What covers the default generator"):text.index("## The held-out runs, one by one")]
     assert len(named) > 20 and named <= set(re.findall(r"\b[0-9a-f]{7}\b", paragraph)), sorted(
         named - set(re.findall(r"\b[0-9a-f]{7}\b", paragraph)))
 
@@ -601,12 +598,14 @@ RUN26 = REPO / "bench" / "results" / "gpu-run-h100-2026-12-05-run26"  # an H100:
 RUN46 = REPO / "bench" / "results" / "gpu-run-h100-2026-12-06-run46"  # the whole DAG at 982abfa, on an H100
 
 
-# what each GPU run did, quoting its tables' summaries; the README points there (and quotes the held-out figures)
+# what each GPU run did, quoting its tables' summaries; docs/measured.md and docs/walls-history.md point there
 GPU_RUNS_DOC = REPO / "bench" / "results" / "gpu-runs.md"
+MEASURED_DOC = REPO / "docs" / "measured.md"  # the summary of what was validated
+HISTORY_DOC = REPO / "docs" / "walls-history.md"  # the walls' account, run by run
 
 
-def test_the_readme_points_to_the_gpu_runs_account():
-    assert "`bench/results/gpu-runs.md`" in (REPO / "README.md").read_text()
+def test_the_measured_pages_point_to_the_gpu_runs_account():
+    assert all("`bench/results/gpu-runs.md`" in doc.read_text() for doc in (MEASURED_DOC, HISTORY_DOC))
 
 
 def _quoted_summary(text: str) -> list[str]:
@@ -624,14 +623,15 @@ def test_the_committed_gpu_run_table_regenerates_from_its_records_and_the_readme
     assert len(quoted) == 5 and all(q in runs for q in quoted), [q for q in quoted if q not in runs]
 
 
-# the README's whole-DAG figures ("In short"): a run's asks by its ordinal and commit, its forecasts by its ordinal
+# docs/walls-history.md's whole-DAG figures ("In short"): a run's asks by its ordinal and commit, its forecasts by its
+# ordinal
 _README_DAG_ASKS = {RUN11: "eleventh", RUN24: "twenty-fourth", RUN26: "twenty-sixth", RUN46: "forty-sixth"}
 _README_FORECASTS = {RUN7: "seventh", RUN11: "eleventh", RUN15: "fifteenth", RUN17: "seventeenth",
                      RUN22: "twenty-second", RUN24: "twenty-fourth", RUN26: "twenty-sixth", RUN46: "forty-sixth"}
 
 
-def test_the_readme_quotes_the_whole_dag_runs_figures_as_their_tables_print_them(gpu_table, walls_fit):
-    readme = " ".join((REPO / "README.md").read_text().split())
+def test_the_walls_history_quotes_the_whole_dag_runs_figures_as_their_tables_print_them(gpu_table, walls_fit):
+    readme = " ".join(HISTORY_DOC.read_text().split())
 
     def cents(x: float) -> decimal.Decimal:  # two decimals, rounded half up from the record's three, as written
         return decimal.Decimal(f"{x:.3f}").quantize(decimal.Decimal("0.01"), decimal.ROUND_HALF_UP)
