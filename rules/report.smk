@@ -1,6 +1,6 @@
 # Report-only pages and the target that gathers everything the report shows:
 #   snakemake report_contents && snakemake --report report.html report_contents
-from fourloops.rule_functions.report import planned
+from fourloops.rule_functions.report import get_report_contents, planned
 
 
 rule ladder_table:
@@ -61,11 +61,4 @@ rule run_plan:
 
 rule report_contents:
     input:
-        "results/ladder.csv",
-        "results/ladder.png",
-        "results/report/ladder.html",
-        "results/report/plan.html",
-        "results/sheets/render.png",
-        expand("results/sheets/{condition}.png", condition=CONDITIONS),
-        expand("results/drift/{style}.{part}", style=STYLES, part=["png", "regions.csv"]),
-        expand("results/grades/{style}.csv", style=STYLES),
+        with_config(get_report_contents),

@@ -170,12 +170,65 @@ def pods(args) -> int:
     return pods_main(args.rest)
 
 
+# -------------------------------------------------------------------------------------- compare
+def _compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trees", nargs="*", metavar="A B",
+                   help="two trees: each a working directory (its results/), a results/ directory, or a listing file")
+    p.add_argument("--list", metavar="DIR", help="print DIR's listing (every file under results/ with its sha256 and "
+                                                 "size) as JSON, to compare against elsewhere")
+    p.add_argument("--json", action="store_true", help="the rows as JSON for tools")
+    p.add_argument("--markdown", metavar="FILE", help="also write the table as a Markdown page")
+    p.add_argument("--across-machines", action="store_true",
+                   help="two machine kinds: leave config/compare.yaml's machine_fields out as well")
+
+
+def compare(args) -> int:
+    """Two results trees artifact by artifact: 0 when nothing is different or missing, 1 otherwise, 2 on bad input."""
+    from fourloops import compare as cmp
+    from fourloops.io import write_text
+    from fourloops.tables import format_table
+    from fourloops.yamlcheck import YamlError
+
+    if args.list is not None:
+        if args.trees:
+            print(f"fourloops compare: --list takes one tree and no others (given also {args.trees}); allowed: "
+                  "`fourloops compare --list DIR > listing.json`", file=sys.stderr)
+            return 2
+        try:
+            print(json.dumps(cmp.listing(args.list), indent=1, sort_keys=True))
+        except cmp.CompareError as err:
+            print(f"fourloops compare: {err}", file=sys.stderr)
+            return 2
+        return 0
+    if len(args.trees) != 2:
+        print(f"fourloops compare: {len(args.trees)} trees given ({args.trees}); allowed: two, A and B, each "
+              f"{cmp.ALLOWED}", file=sys.stderr)
+        return 2
+    try:
+        a, b = (cmp.open_tree(t) for t in args.trees)
+        rows = cmp.compare_trees(a, b, cmp.load_tolerances(), across_machines=args.across_machines)
+    except (cmp.CompareError, YamlError) as err:
+        print(f"fourloops compare: {err}", file=sys.stderr)
+        return 2
+    if args.markdown:
+        write_text(args.markdown, cmp.markdown(rows, *args.trees))
+    if args.json:
+        print(json.dumps({"a": args.trees[0], "b": args.trees[1], "counts": cmp.counts(rows),
+                          "rows": [r.as_dict() for r in rows]}, indent=1))
+    else:
+        print(f"A: {args.trees[0]}\nB: {args.trees[1]}")
+        print(format_table(cmp.COLUMNS, [[getattr(r, c) for c in cmp.COLUMNS] for r in rows], rule=True))
+        print(", ".join(f"{n} {v}" for v, n in cmp.counts(rows).items()))
+    return cmp.exit_status(rows)
+
+
 # name -> (function, argument setup, help). Adding a subcommand: one function + one line here.
 SUBCOMMANDS = {
     "plan": (plan, _plan_args, "what a run would execute, why, walls, time and cost"),
     "guard": (guard, _guard_args, "refuse when the GPU is already busy (as python -m fourloops.guard)"),
     "probes": (probes, _probe_args, "the measured peaks the wall check will use"),
     "pods": (pods, _pods_args, "rented pods: `pods reap` terminates orphans no live run owns"),
+    "compare": (compare, _compare_args, "two results trees artifact by artifact: equal, close, different, missing"),
 }
 
 
