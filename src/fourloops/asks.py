@@ -93,7 +93,7 @@ def _activation(model: dict, mode: str, resolution: int | None, between: str | N
     below = [r for r in points if r < resolution]
     above = [r for r in points if r > resolution]
     if between == "pixels_linear" and below and above:
-        # between two measured resolutions: linear in the pixel count (the fifth H200 run: OmniGen2 at 640 px
+        # between two measured resolutions: linear in the pixel count (OmniGen2 at 640 px on an H200
         # allocated 1.22 GiB over its weights, 1.23 this way and 1.39 scaled from 512 alone)
         lo, hi = max(below), min(above)
         t = (resolution ** 2 - lo ** 2) / (hi ** 2 - lo ** 2)
@@ -178,8 +178,8 @@ def compiled_once(caches: dict) -> bool | None:
     process on the machine finds made, so that its first item held a one-off cost: CUDA's JIT cache grew (PTX compiled
     by the driver, once per machine and driver), or a cache was filled from empty (the machine's first process of that
     compiler). Triton's cache growing from a filled state is not that: every later process of a model wrote some
-    (the fifteenth H200 run's generator probe, run twice: +100 KiB the second time, as on the fourteenth run's machine,
-    +190 KiB, with the CUDA JIT cache unchanged; the twelfth run's second LoRA process, +584 KiB), and jobs pay it
+    (a generator probe run twice on one machine: +100 KiB the second time, on another machine +190 KiB, with the
+    CUDA JIT cache unchanged; a machine's second LoRA process, +584 KiB), and jobs pay it
     as the probe did. None when the record holds no sizes (then its `grew` alone says)."""
     before, after = caches.get("before_kib"), caches.get("after_kib")
     if not isinstance(before, dict) or not isinstance(after, dict):
@@ -285,8 +285,8 @@ class Measurements:
     def other_allocator(self, key: str, machine: str) -> str | None:
         """Why the measurement `peak` gives for `key` is no measurement of a job under `self.allocator`: made under
         another torch allocator, whose pool holds another slack over what torch allocated and whose allocated peak
-        differs too (the twenty-second H200 run: a generate job under the default allocator allocated 15.39 GiB
-        where the probe under expandable segments had allocated 15.19, and its pool held 0.79 GiB more); None when
+        differs too (on an H200, a generate job under the default allocator allocated 15.39 GiB where
+        the probe under expandable segments had allocated 15.19, and its pool held 0.79 GiB more); None when
         it ran under the same, or when no allocator is asked for."""
         if self.allocator is None:
             return None
@@ -307,10 +307,10 @@ class Measurements:
         compiled_once false; for a record with no cache sizes, `grew` false). Where it did,
         or a record does not say, that excess held the machine's one-off compilation too, and the smallest
         first-item excess over the probe's configurations stands in (the later ones ran warm in the same process:
-        a floor; the H200 run of 2026-12-02 saw 11.9 s on the generator probe's first item, a machine's first
-        OmniGen2 process, and 2.3-2.8 s on the DAG's first views). A probe of one configuration (the LoRA step's)
-        has only its own excess: the source says so, and that it is high where the probe compiled (the twelfth H200
-        run: a machine's first LoRA process's first step 19.3 s, the second process's 5.6 s)."""
+        a floor; on an H200 the generator probe's first item took 11.9 s in a machine's first OmniGen2 process,
+        the DAG's first views 2.3-2.8 s). A probe of one configuration (the LoRA step's)
+        has only its own excess: the source says so, and that it is high where the probe compiled (on an H200, a
+        machine's first LoRA process's first step took 19.3 s, the second process's 5.6 s)."""
         for rec in self.probes.get(key) or []:
             if rec.get("machine_name") != machine:
                 continue
@@ -385,9 +385,9 @@ def process_kind(component: str, precision: str) -> str:
 
 def record_allocator(rec: dict) -> str:
     """The torch allocator a probe or provenance record ran under: "expandable_segments" or "default" (a record
-    that names none is from before the ninth H200 run, when every process ran the default one)."""
+    that names none is from before records named it, when every process ran the default one)."""
     alloc = rec.get("cuda_allocator") or {}
-    if isinstance(alloc, str):  # the eleventh run's job records held fourloops.gpumem.check_allocator's answer
+    if isinstance(alloc, str):  # some job records held fourloops.gpumem.check_allocator's answer
         return "expandable_segments" if alloc == "expandable_segments" and rec.get("cuda_allocator_applied") else "default"
     if alloc.get("expandable_segments") is not None:
         return "expandable_segments" if alloc["expandable_segments"] else "default"

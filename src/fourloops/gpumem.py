@@ -137,7 +137,7 @@ def check_allocator(environ=os.environ) -> dict | None:
     torch took it: the walls asked by that allocator's overheads (fourloops.asks.for_allocator). None where nothing
     asks for it; an AllocatorError, before the job loads anything, where torch runs without expandable segments. Its
     keys sit beside the record's own `cuda_allocator` (fourloops.provenance: the environment and torch's snapshot)
-    without replacing it (the eleventh H200 run's records had theirs replaced by the string)."""
+    without replacing it (older records had theirs replaced by the string)."""
     from fourloops.provenance import ALLOC_ENV, cuda_allocator
 
     if allocator_named(environ) != "expandable_segments":

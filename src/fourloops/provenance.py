@@ -143,7 +143,7 @@ KERNEL_CACHES = {  # name: (the variable that moves it, where it is by default)
 def kernel_caches_kib(environ=os.environ) -> dict:
     """KiB on disk of each kernel cache a process's first run on a machine can fill (CUDA's JIT cache, Triton's),
     0 for one that does not exist. A probe whose caches grew compiled kernels a later process finds made, so its
-    first item held a one-off cost that no later job pays (the twelfth H200 run: the LoRA probe's first step 19.3 s
+    first item held a one-off cost that no later job pays (on an H200, the LoRA probe's first step took 19.3 s
     in a machine's first process, 5.6 s in the next)."""
     out = {}
     for name, (var, default) in KERNEL_CACHES.items():
