@@ -1,4 +1,4 @@
-"""docs/layout.md (the README's "Layout" points there) matches the tree: every module, stage, rule file, profile,
+"""docs/layout.md (the README's "More" points there) matches the tree: every module, stage, rule file, profile,
 executor module and bench script it lists exists, none that exists is left out, and its layers are the ones
 tests/test_layers.py enforces."""
 
@@ -93,7 +93,7 @@ def test_every_stage_module_has_its_declaration_and_the_layout_says_which_has_no
 
 
 def test_the_readme_points_to_the_layout():
-    assert "`docs/layout.md`" in (REPO / "README.md").read_text().split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    assert "`docs/layout.md`" in (REPO / "README.md").read_text().split("\n## More\n", 1)[1].split("\n## ", 1)[0]
 
 
 def test_the_readme_names_every_page_under_docs_and_only_pages_that_exist():
@@ -117,3 +117,125 @@ def test_bench_readme_lists_every_bench_script_with_its_question_command_and_rec
     for cells in rows.values():  # a record it names is committed
         for path in re.findall(r"`(results/[^`]+)`", cells[3]):
             assert (REPO / "bench" / path).exists(), (cells[0], path)
+
+
+# ------------------------------------------- the README's "What it costs, measured": every figure from its record
+RESULTS = REPO / "bench" / "results"
+
+
+def _summary(path) -> str:
+    return path.read_text().split("## Summary\n", 1)[1]
+
+
+def _one(pattern: str, text: str, flags: int = re.M) -> tuple[str, ...]:
+    found = re.findall(pattern, text, flags)
+    assert len(found) == 1, (pattern, found)
+    return found[0] if isinstance(found[0], tuple) else (found[0],)
+
+
+def _smoke_ladder(record) -> str:
+    text = record.read_text()
+    (wall,), (jobs,) = _one(r"^smoke ladder wall time: (\S+) s", text), _one(r"^all jobs\s+(\d+)\s", text)
+    return f"{wall} s for {jobs} jobs"
+
+
+def _suite(record) -> str:
+    passed, seconds = _one(r"^# UTC, \d+ s\. pytest: (\d+) passed, \d+ skipped in (\S+) s\.", record.read_text())
+    return f"{float(seconds):.0f} s, {passed} passed"
+
+
+def _anny(record) -> str:
+    seconds, mb = _one(r"^build 1: (\S+) s for the process .*?, cache (\d+) MB;", record.read_text())
+    return f"{seconds} s, {mb} MB of cache"
+
+
+def _dryrun(record) -> str:
+    rows = re.findall(r"^\s+(\d+) cold\s+\S+\s+\S+\s+\S+\s+(\S+)x\s", record.read_text(), re.M)
+    ratios = sorted(rows, key=lambda r: float(r[1]))
+    jobs = sorted(int(j) for j, _ in rows)
+    return (f"`snakemake -n` {ratios[0][1]}x-{ratios[-1][1]}x of bare Snakemake, {jobs[0]} to {jobs[-1]} jobs")
+
+
+def _whole_dag(run) -> str:
+    steps = re.findall(r"^(\d+) of (\d+) steps \(100%\) done$", (run / "cap24-admitted.log").read_text(), re.M)
+    n, lo, hi = _one(r"^- DAG GPU jobs: (\d+), asked/NVML (\S+)-(\S+), below 1: 0$", _summary(run / "table.md"))
+    (admits,) = _one(r"^- admitted, failed under the cap \(false admits\): (\d+)$", _summary(run / "cap24.md"))
+    assert steps and steps[-1][0] == steps[-1][1]
+    return f"{steps[-1][0]} of {steps[-1][1]} steps; {n} GPU jobs asked {lo}-{hi} of the driver; {admits} false admits"
+
+
+def _forecasts(table) -> str:
+    lo, hi, _ = _one(r"^- forecast/actual, forecast from a probe: (\S+)-(\S+) \((\d+) jobs\)", _summary(table))
+    within, of = _one(r"^- forecast from a probe within 20% of actual: (\d+) of (\d+) jobs$", _summary(table))
+    return f"{within} of {of} jobs within 20% ({lo}-{hi})"
+
+
+def _walls(table) -> str:
+    n, lo, hi, below, over = _one(
+        r"^- since the floor, OmniGen2, LoRA and scorer configurations, [^:]*: (\d+), wall ask/NVML - 1 from (\S+) to "
+        r"(\S+); below the driver: (\d+); over \+10%: (\d+);", table.read_text())
+    return f"{n} asked {lo} to {hi} over the driver; {below} below, {over} over +10%"
+
+
+# a record (the row's last cell) -> the figure its row gives, made from the record alone
+COSTS = {
+    "bench/results/smoke-ladder-2026-12-05.txt": _smoke_ladder,
+    "bench/results/suite-2026-12-06.txt": _suite,
+    "bench/results/anny-build-2026-12-05.txt": _anny,
+    "bench/results/dryrun-2026-12-05.txt": _dryrun,
+    "bench/results/gpu-run-h100-2026-12-06-run46/": _whole_dag,
+    "bench/results/gpu-run-h100-2026-12-06-run46/table.md": _forecasts,
+    "bench/results/walls-fit-h200-2026-12-01.md": _walls,
+}
+
+
+def _cost_rows() -> list[list[str]]:
+    section = (REPO / "README.md").read_text().split("\n## What it costs, measured\n", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ")]
+    assert lines[0].startswith("| what | figure | machine | command | record |"), lines[:1]
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[1:]]  # its rule line is "|---"
+
+
+def test_every_figure_of_the_readmes_costs_table_regenerates_from_its_record():
+    rows = _cost_rows()
+    assert 5 <= len(rows) <= 10, len(rows)
+    for what, figure, machine, command, record in rows:
+        path = record.strip("`")
+        assert path in COSTS, f"README costs row {what!r}: no regenerator for its record {path} (add one to COSTS)"
+        assert (REPO / path).exists(), path
+        assert figure == COSTS[path](REPO / path), (what, figure, COSTS[path](REPO / path))
+        assert machine and command.startswith("`") and command.endswith("`"), what
+
+
+def test_the_readme_is_short_and_names_no_run_or_commit():
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(lines) <= 150, len(lines)  # tests/test_history.py refuses run names and commit hashes in it
+
+
+def test_the_measured_summary_gives_the_figures_its_records_give():
+    """docs/measured.md's summary (its lines before the first section, at most 15) against the walls table and the
+    whole-DAG run's records."""
+    text = (REPO / "docs" / "measured.md").read_text()
+    summary = text.split("\n## ", 1)[0].split("\n", 2)[2]
+    assert len(summary.strip().splitlines()) <= 15
+    summary = " ".join(summary.split())
+    walls = (RESULTS / "walls-fit-h200-2026-12-01.md").read_text()
+    held = re.findall(r"^- held-out configurations \((.+?) run(?:, [^)]*)?\): (\d+),", walls, re.M)
+    runs = {re.sub(r" \(extra\)$", "", name) for name, _ in held}
+    assert f"{len(runs)} runs" in summary and f"{sum(int(n) for _, n in held)} in all" in summary, (len(runs), held)
+    n, lo, hi = _one(r"^- since the floor, OmniGen2, LoRA and scorer configurations, [^:]*: (\d+), wall ask/NVML - 1 "
+                     r"from (\S+) to (\S+); below the driver: 0; over \+10%: 0;", walls)
+    assert f"{n} OmniGen2, LoRA and scorer configurations were asked {lo} to {hi} of the driver" in summary
+    n, lo, hi = _one(r"^- since the floor, detector configurations: (\d+), wall ask/NVML - 1 from (\S+) to (\S+); "
+                     r"below the driver: 0;", walls)
+    assert f"the detector's {n}, {lo} to {hi} (never below)" in summary
+    (n,) = _one(r"^- in-sample records: (\d+), .*; ask below the driver: 0$", walls)
+    assert f"every one of the {n} committed GPU records" in summary
+    n, lo, hi = _one(r"^- records with a peak RSS: (\d+), RAM ask/peak RSS from (\S+) to (\S+); ask below the peak: 0",
+                     walls)
+    assert f"all {n} records with a peak RSS (ask/RSS {lo}-{hi})" in summary
+    run = RESULTS / "gpu-run-h100-2026-12-06-run46"
+    steps, jobs, admits = _whole_dag(run).split("; ")
+    assert f"{steps}, its {jobs}" in summary and "no false admit" in summary and admits == "0 false admits"
+    within = _forecasts(run / "table.md").split(" within")[0]
+    assert f"within 20% for {within}" in summary
