@@ -165,9 +165,9 @@ _RUN_FOLDER = re.compile(r"gpu-run-h[12]00-\d{4}-\d\d-\d\d(?:-(?:run(\d+)|(cap24
 
 
 def run_ordinal(record: str) -> int | None:
-    """The number of the GPU run that made a record, from its folder under bench/results (the bare 2026-12-02 run's
-    number is 1, the -cap24 run's 2, a -runN run's N, a run's -repeat pass its run's); None for a record of no such run (the
-    component benches)."""
+    """The number of the GPU run that made a record, from its folder under bench/results (the bare 2026-12-02
+    run's number is 1, the -cap24 run's 2, a -runN run's N, a run's -repeat pass its run's); None for a record of no
+    such run (the component benches)."""
     m = _RUN_FOLDER.search(record)
     if m is None:
         return None
@@ -353,10 +353,11 @@ def _context(row: dict, f: dict) -> float:
 
 
 def fit_bounded(all_rows: list[dict], contexts: dict[str, float]) -> dict:
-    """The form the walls do not use (FORMS["bounded_suggested_by"] names the run whose records suggested it): slack = allocated x allocator_reserve
-    + min(activations x activations_reserve, slack_cap_gib), the pool's slack bounded however large the pass. Per
-    kind, for each allocator reserve on a grid (0 to 0.15 by 0.0005), the least activations reserve and cap covering
-    every record (rounded up), keeping the reserve with the least total slack; `contexts`: each kind's CUDA context."""
+    """The form the walls do not use (FORMS["bounded_suggested_by"] names the run whose records suggested it):
+    slack = allocated x allocator_reserve + min(activations x activations_reserve, slack_cap_gib), the pool's slack
+    bounded however large the pass. Per kind, for each allocator reserve on a grid (0 to 0.15 by 0.0005), the least
+    activations reserve and cap covering every record (rounded up), keeping the reserve with the least total slack;
+    `contexts`: each kind's CUDA context."""
     out = {}
     for kind in KINDS:
         inn = [r for r in all_rows if r["kind"] == kind and r["sample"] == "in-sample"]
@@ -557,7 +558,8 @@ def by_references_floored(recs: list[dict], f: dict) -> tuple[dict[int, float], 
     reserve leaves uncovered, the step (0.001 apart, 0 to the kind's reserve) whose asks hold the least slack over
     the records. The records show why: at 1 reference OmniGen2 NF4's pool kept 0.44 GiB of a 0.67 GiB pass at 512 px
     and 0.96 of 2.45 at 1024, a share that falls as the pass grows, which a step alone covers only by over-asking the
-    large passes (NF4 512 px with 1 reference was asked 0.995 of the driver by the step alone). ({}, 0.0) where no record has fewer references than the most."""
+    large passes (NF4 512 px with 1 reference was asked 0.995 of the driver by the step alone). ({}, 0.0) where no
+    record has fewer references than the most."""
     most, points = _generator_points(recs, f)
     if not any(refs < most for refs, _, _ in points):
         return {}, 0.0
@@ -1358,7 +1360,7 @@ _HELD_LINE = re.compile(r"- held-out configurations \((?P<run>.+?) run(?:, (?P<h
 
 
 def heldout_table_rows(text: str) -> list[str]:
-    """The table's held-out summary lines as docs/measured.md's table rows (run, allocator, configurations, wall
+    """The table's held-out summary lines as docs/walls-history.md's table rows (run, allocator, configurations, wall
     ask/NVML - 1, below the driver, over +10%, model/NVML - 1), in the table's order."""
     rows = []
     for line in text.splitlines():
@@ -1375,7 +1377,7 @@ def heldout_table_rows(text: str) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help=f"write {TABLE.relative_to(REPO)}")
-    ap.add_argument("--rows", action="store_true", help="print the held-out rows of docs/measured.md's table only")
+    ap.add_argument("--rows", action="store_true", help="print the held-out rows of docs/walls-history.md's table only")
     args = ap.parse_args(argv)
     text = table()
     if args.rows:
