@@ -239,3 +239,17 @@ def test_the_measured_summary_gives_the_figures_its_records_give():
     assert f"{steps}, its {jobs}" in summary and "no false admit" in summary and admits == "0 false admits"
     within = _forecasts(run / "table.md").split(" within")[0]
     assert f"within 20% for {within}" in summary
+
+
+def test_the_readmes_other_figures_are_the_configs():
+    """The figures the README quotes outside its costs table: the desk's card, the DFC's two walls (RFD 1165) and the
+    default profile's card, as config/machines.yaml, config/models.yaml and profiles/default give them."""
+    import yaml
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    machines = yaml.safe_load((REPO / "config" / "machines.yaml").read_text())
+    dfc = yaml.safe_load((REPO / "config" / "models.yaml").read_text())["models"]["dfc_optimize"]["recorded"]
+    profile = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
+    assert f"RTX 3090 ({machines['desk']['gpu']['vram_gib']:g} GiB)" in readme
+    assert f"({dfc['vram_gib']:g} GiB of VRAM, {dfc['ram_gib']:g} GiB of RAM)" in readme
+    assert any(f"`{r}`" in readme for r in profile["resources"] if r.startswith("vram_mb=")), profile["resources"]
