@@ -459,7 +459,7 @@ start() {
   # (2026-12-04, the seventeenth run: a poll call that carried sizing took the working directory from under its last
   # job, whose script was gone, and every later step read this machine's files)
   mkdir -p sizing && date +%s%N | tee "$RUN/sizing.token" > sizing/.gpu_run_token
-  setsid nohup bash "$0" all > "$RUN/log" 2>&1 < /dev/null &
+  setsid nohup bash "$0" "${GPU_RUN_MODE:-all}" > "$RUN/log" 2>&1 < /dev/null &
   echo "started $!"
 }
 
@@ -483,19 +483,126 @@ wait_run() {  # print the log while it grows, until done or $1 seconds; then cop
     sleep 10
     local n; n=$(wc -l < "$RUN/log"); [ "$n" -gt "$seen" ] && sed -n "$((seen+1)),${n}p" "$RUN/log" | grep -v "^    \|^$" | cut -c1-300; seen=$n
     if [ -n "${OUT:-}" ] && [ "$(date +%s)" -ge "$next_copy" ]; then
-      collect sofar >/dev/null 2>&1; cp "$RUN/sofar.tar.gz" "$RUN/log" "$OUT"/ 2>/dev/null
+      if [ -f "$RUN/timeline.txt" ]; then repro_collect sofar >/dev/null 2>&1; else collect sofar >/dev/null 2>&1; fi
+      cp "$RUN/sofar.tar.gz" "$RUN/log" "$OUT"/ 2>/dev/null
       next_copy=$(( $(date +%s) + 60 ))
     fi
   done
   [ -f "$RUN/done" ] && echo "RUN DONE" || echo "RUN STILL GOING"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader
-  [ -f "$RUN/done" ] || collect sofar >/dev/null  # what the jobs wrote so far, should the session end mid-run
+  if [ ! -f "$RUN/done" ]; then  # what the jobs wrote so far, should the session end mid-run
+    if [ -f "$RUN/timeline.txt" ]; then repro_collect sofar >/dev/null; else collect sofar >/dev/null; fi
+  fi
   [ -n "${OUT:-}" ] && cp "$RUN"/*.tar.gz "$RUN/log" "$OUT"/ 2>/dev/null; true
+}
+
+machine_ready() {  # the wheels, OmniGen2 and the code's commit on a fresh GPU machine
+  say "machine (allocator: ${GPU_RUN_ALLOC:-default})"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -V
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .wheels/*.whl \
+    || { say "wheel install failed"; return 1; }
+  cp -r "$REPO/.carry/omnigen2/omnigen2" /tmp/site/ || { say "no .carry/omnigen2"; return 1; }
+  say "compileall"; python3 -m compileall -q -j 0 /tmp/site "$REPO/src" "$REPO/.carry/omnigen2" > /dev/null 2>&1
+  python3 -c 'import torch, snakemake, transformers, diffusers, bitsandbytes, omnigen2; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
+  git_ready && say "code $(git rev-parse HEAD) dirty=$(git status --porcelain --untracked-files=no | wc -l)" || say "no git"
+}
+
+fresh() {  # a fresh working directory holding only what the GPU machine cannot make (the desk half: renders and the
+  # LoRA records, made by `prepare`) and the sizing builds (hard links): every GPU job of the DAG runs in it
+  local w=$1; rm -rf "$w"; mkdir -p "$w/results/provenance" "$w/results/lora" "$w/.snakemake"
+  cp -al sizing/models "$w/"; cp -al sizing/results/render "$w/results/"; cp -al sizing/results/lora/records* "$w/results/lora/"
+  local r; for r in render lora_records sizing_model; do cp -al "sizing/results/provenance/$r" "$w/results/provenance/"; done
+  cp -r sizing/.snakemake/metadata "$w/.snakemake/"; cp sizing/.fourloops-model-set "$w/" 2>/dev/null; true
+}
+
+listing() {  # every output's sha256 under a working directory's results/ (the raw evidence the compare table reads)
+  (cd "$1" && find results -type f ! -path '*/.*' | LC_ALL=C sort | xargs sha256sum) > "$2"
+}
+
+repro_collect() {  # records, logs, listings, traces, tables: no images, models or tensors
+  local name=${1:-repro}
+  tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
+    --exclude='models' --exclude='.snakemake' -C "$RUN" $(cd "$RUN" && ls -d trace listing-* compare* pair-*.log cost-*.log batch-*.log lora-*.log timeline.txt w*/results w*/logs w*/benchmarks 2>/dev/null) 2>/dev/null
+  ls -la "$RUN/$name.tar.gz"
+}
+
+repro() {  # the reproducibility pair and what determinism and batching cost, in one detached session on one GPU
+  env_gpu; mkdir -p "$RUN"; : > "$RUN/timeline.txt"
+  mark() { echo "$(date +%s) $*" >> "$RUN/timeline.txt"; say "$*"; }
+  machine_ready || { touch "$RUN/done"; return 1; }
+  mark "builds: the sizing models (OmniGen2, detector, scorer) in sizing/"
+  python3 -m snakemake "${PROFILE[@]}" -- results/provenance/sizing_model/omnigen2.json \
+    results/provenance/sizing_model/detector.json results/provenance/sizing_model/scorer.json \
+    > "$RUN/builds.log" 2>&1 || { mark "builds failed"; tail -30 "$RUN/builds.log"; repro_collect; touch "$RUN/done"; return 1; }
+  mark "trace: the generate path and a LoRA step, two processes with the settings off, then two on"
+  mkdir -p "$RUN/trace"
+  local m i; for m in off on; do
+    for i in 1 2; do FOURLOOPS_DETERMINISM=$m timeout 240 python3 bench/repro_trace.py --model sizing/models/sizing/omnigen2 \
+      --out "$RUN/trace/$m-$i.json" > "$RUN/trace/$m-$i.log" 2>&1; tail -2 "$RUN/trace/$m-$i.log"; done
+    python3 bench/repro_trace.py --compare "$RUN/trace/$m-1.json" "$RUN/trace/$m-2.json" > "$RUN/trace/compare-$m.json" 2>&1
+    head -c 1500 "$RUN/trace/compare-$m.json"; echo
+    [ "${GPU_RUN_TRACE_ON:-1}" = 0 ] && break
+  done
+  repro_collect sofar
+  mark "pair: the sizing DAG in two fresh working directories, two snakemake runs side by side"
+  fresh "$RUN/w1"; fresh "$RUN/w2"
+  for i in 1 2; do (FOURLOOPS_MACHINE=h200_pair python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w$i" -- "${TARGETS[@]}" \
+    > "$RUN/pair-$i.log" 2>&1; echo "exit $?" >> "$RUN/pair-$i.log") & done; wait
+  tail -2 "$RUN/pair-1.log" "$RUN/pair-2.log"
+  listing "$RUN/w1" "$RUN/listing-1.txt"; listing "$RUN/w2" "$RUN/listing-2.txt"
+  python3 -m fourloops.cli compare "$RUN/w1" "$RUN/w2" --markdown "$RUN/compare-pair.md" > "$RUN/compare-pair.txt" 2>&1
+  echo "compare exit $?" >> "$RUN/compare-pair.txt"; tail -5 "$RUN/compare-pair.txt"
+  python3 -m fourloops.cli compare --list "$RUN/w1" > "$RUN/listing-1.json" 2>/dev/null
+  python3 -m fourloops.cli compare --list "$RUN/w2" > "$RUN/listing-2.json" 2>/dev/null
+  mark "pair done"; repro_collect sofar
+  # what the settings cost: each GPU rule's job alone, forced in w1, with the settings off, then on, then off again
+  local cost=(results/generate/A/views.json results/lora/embeddings.safetensors results/lora/camera.safetensors
+              results/keypoints/A/az045.json results/grades/watercolor.csv)
+  for m in off on; do
+    mark "cost: GPU jobs with FOURLOOPS_DETERMINISM=$m"
+    FOURLOOPS_DETERMINISM=$m python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w1" \
+      --forcerun generate lora_embeddings lora_train keypoints_generated grades -- "${cost[@]}" > "$RUN/cost-$m.log" 2>&1
+    echo "exit $?" >> "$RUN/cost-$m.log"; mkdir -p "$RUN/cost-$m"; cp -r "$RUN/w1/results/provenance" "$RUN/cost-$m/"
+  done
+  listing "$RUN/w1" "$RUN/listing-1-after-cost.txt"; repro_collect sofar
+  # batching: the LoRA at one sample a forward and at auto (the effective batch of 8 in one), then condition A's and
+  # C's views at the default config (8 views, 28 steps) at one a call and at auto; each pair alone, fresh directories
+  for i in 3 4; do fresh "$RUN/w$i"; mkdir -p "$RUN/w$i/results/provenance/lora_embeddings"
+    rm -rf "$RUN/w$i/.snakemake/metadata"; cp -r "$RUN/w1/.snakemake/metadata" "$RUN/w$i/.snakemake/"
+    cp -al "$RUN/w1/results/lora/embeddings.safetensors" "$RUN/w$i/results/lora/"
+    cp -al "$RUN/w1/results/provenance/lora_embeddings/." "$RUN/w$i/results/provenance/lora_embeddings/"; done
+  local before=(--configfile profiles/sizing-gpu/run.yaml profiles/sizing-gpu/batching-before.yaml)
+  local after=(--configfile profiles/sizing-gpu/run.yaml profiles/sizing-gpu/batching-after.yaml)
+  mark "lora: micro-batch 1 (w3), then auto (w4)"
+  python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/lora/camera.safetensors > "$RUN/lora-before.log" 2>&1
+  python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/lora/camera.safetensors > "$RUN/lora-after.log" 2>&1
+  repro_collect sofar
+  local c; for c in A C; do
+    mark "batch: condition $c at one view a call (w3), then auto (w4)"
+    python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- "results/generate/$c/views.json" > "$RUN/batch-$c-before.log" 2>&1
+    python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- "results/generate/$c/views.json" > "$RUN/batch-$c-after.log" 2>&1
+    repro_collect sofar
+  done
+  listing "$RUN/w3" "$RUN/listing-3.txt"; listing "$RUN/w4" "$RUN/listing-4.txt"
+  python3 -m fourloops.cli compare "$RUN/w3" "$RUN/w4" --markdown "$RUN/compare-batch.md" > "$RUN/compare-batch.txt" 2>&1
+  python3 - "$RUN" > "$RUN/compare-batch-images.txt" 2>&1 <<'PY'
+import sys, numpy as np
+from pathlib import Path
+from PIL import Image
+run = Path(sys.argv[1])
+for png in sorted((run / "w3/results/generate").rglob("*.png")):
+    other = run / "w4" / png.relative_to(run / "w3")
+    a, b = np.asarray(Image.open(png)).astype(int), np.asarray(Image.open(other)).astype(int)
+    d = np.abs(a - b)
+    print(png.relative_to(run / "w3"), "equal" if not d.any() else f"max {d.max()} mean {d.mean():.4f}")
+PY
+  cat "$RUN/compare-batch-images.txt"
+  mark "done"; repro_collect; touch "$RUN/done"
 }
 
 case "${1:-}" in
   prepare) prepare ;;
   all) all ;;
+  repro) repro ;;
   start) start ;;
   check) check ;;
   wait) wait_run "${2:-540}" ;;

@@ -1,3 +1,4 @@
+from fourloops.batching import resolved
 from fourloops.jobs import job
 from fourloops.stages.generate import generate_stage
 
@@ -11,5 +12,6 @@ with job(snakemake) as run:
         manifest_out=snakemake.output.manifest,
         machine=snakemake.config["machine"],
         lora_path=None if lora is None else str(lora),
+        batch=resolved(snakemake.resources),
         **snakemake.params.job,
     ))

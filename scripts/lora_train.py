@@ -1,3 +1,4 @@
+from fourloops.batching import resolved
 from fourloops.jobs import job
 from fourloops.stages.lora_train import checkpoint_every_of, lora_train_stage
 
@@ -12,4 +13,5 @@ with job(snakemake) as run:
         train=dict(snakemake.params.train),
         checkpoint_every=checkpoint_every_of(snakemake.config),
         machine=snakemake.config["machine"],
+        micro_batch=resolved(snakemake.resources),
     ))

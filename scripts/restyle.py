@@ -1,3 +1,4 @@
+from fourloops.batching import resolved
 from fourloops.jobs import job
 from fourloops.stages.restyle import restyle_stage
 
@@ -7,5 +8,6 @@ with job(snakemake) as run:
         images_out=list(snakemake.output.images),
         manifest_out=snakemake.output.manifest,
         machine=snakemake.config["machine"],
+        batch=resolved(snakemake.resources),
         **snakemake.params.job,
     ))

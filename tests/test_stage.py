@@ -463,10 +463,11 @@ def test_the_loras_lineage_is_its_own_code_and_nothing_more():
     own = {"fourloops", "fourloops.io", "fourloops.stages"}
     assert set(lineage.closure("fourloops.stages.lora_train")) == own | {
         "fourloops.stages.lora_train", "fourloops.lora", "fourloops.lora_file", "fourloops.lora_records",
-        "fourloops.lora_embeddings", "fourloops.loading", "fourloops.hub", "fourloops.figures"}
+        "fourloops.lora_embeddings", "fourloops.loading", "fourloops.hub", "fourloops.figures",
+        "fourloops.determinism"}
     assert set(lineage.closure("fourloops.stages.lora_embeddings")) == own | {
         "fourloops.stages.lora_embeddings", "fourloops.lora_embeddings", "fourloops.lora_records",
-        "fourloops.loading", "fourloops.hub"}
+        "fourloops.loading", "fourloops.hub", "fourloops.determinism"}
     for stage in {s.code for s in registry().values() if s.code}:
         held = [m for m in lineage.closure(stage) if m.startswith("fourloops.declarations") or m == "fourloops.stage"]
         assert held == [], f"{stage}'s lineage holds {held}"

@@ -45,6 +45,7 @@ class Ask:
     devices: tuple[str, ...] = ()
     licensed: tuple[str, ...] = ()
     model: str = ""
+    batch: int = 1  # items a call (fourloops.batching): the job's `batch` resource
 
     @property
     def vram_mb(self) -> int:
@@ -509,26 +510,49 @@ def _loading_ram(facts: dict, model: dict, casts: dict[str, str] | None = None) 
     return Figure(bf16 + host + sum(cast.values()), f"estimate: {parts}")
 
 
+def batch_item_gib(facts: dict, name: str, size: int, references: int = 1) -> Figure:
+    """What each view beyond the first adds to a generator call's torch peak at `size` px: models.yaml
+    `batch_item_gib` (by resolution, scaled with the pixel count between and beyond the measured ones) where the
+    model has it, else a whole pass's activations at that size (`activations_gib.inference`), which holds the
+    one-view peak's share of the VAE decode and errs high."""
+    model = facts["models"][name]
+    table = model.get("batch_item_gib") or {}
+    if table:
+        gib = _activation({"activations_gib": {"batch": table}}, "batch", size, facts.get("activations_between"))
+        return Figure(gib, f"models.yaml batch_item_gib at {size} px {gib:.3f} GiB")
+    gib = _activation(model, "inference", size, facts.get("activations_between"))
+    return Figure(gib, f"estimate: a pass's activations at {size} px {gib:.3f} GiB (no batch_item_gib)")
+
+
 def generator_ask(
-    facts: dict, gen: dict, *, n_references: int = 1, n_views: int = 1,
+    facts: dict, gen: dict, *, n_references: int = 1, n_views: int = 1, batch: int = 1,
     measured: Measurements | None = None, machine: str = "desk",
 ) -> Ask:
-    """One generate job: the configured generator at its precision, all components on the card."""
+    """One generate job: the configured generator at its precision, all components on the card, `batch` views a
+    pipeline call (a one-view call's peak, measured or estimated, plus `batch_item_gib` for each further view)."""
     name = gen["backend"]
     model = facts["models"][name]
     precision = gen["precision"]
     size = int(gen["size"])
+    batch = max(1, int(batch))
+    item = batch_item_gib(facts, name, size, n_references) if batch > 1 else None
+
+    def batched(fig: Figure) -> Figure:
+        if item is None:
+            return fig
+        return Figure(fig.value + (batch - 1) * item.value, f"{fig.source} + {batch - 1} further view(s) x {item.source}")
 
     def estimate() -> Figure:
         row = seed_row(facts, name, precision=precision, resolution=size)
         if row is not None:
-            return row
+            return batched(row)
         gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=size)
-        return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+        return batched(Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())))
 
     key = generator_key(gen)
     seen = measured.references.get(key, 0) if measured is not None else 0
-    vram, devices = _card(facts, measured, machine, gen["device"], key, estimate,  # estimate: up to 3 references
+    at_batch = _BatchedMeasurements(measured, batched) if (measured is not None and item is not None) else measured
+    vram, devices = _card(facts, at_batch, machine, gen["device"], key, estimate,  # estimate: up to 3 references
                           weights_gib(facts, name, precision), process_kind("generator", precision),
                           floor=f"with at most {seen} reference(s)" if seen < max(1, n_references) else None,
                           references=max(1, n_references))
@@ -536,12 +560,33 @@ def generator_ask(
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}
     refs = min(max(int(k) for k in per_view), max(1, n_references))
-    seconds = _measured_seconds(measured, generator_key(gen), machine, n_views, "views",
-                                references=max(1, n_references)) or Figure(
+    # a probe of the batched path times a view at this batch; else a view as one call makes it (batching is faster)
+    seconds = (_measured_seconds(measured, generator_key(gen), machine, n_views, f"views at {batch} a call",
+                                 references=max(1, n_references), batch=batch)
+               or _measured_seconds(measured, generator_key(gen), machine, n_views, "views",
+                                    references=max(1, n_references)) or Figure(
         float(secs.get("load", 60)) + n_views * float(per_view.get(refs, per_view.get(str(refs), 60))),
         f"estimate: load + {n_views} views x {per_view.get(refs)} s ({refs} reference(s), RFD 1163)",
-    )
-    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
+    ))
+    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name, batch=batch)
+
+
+class _BatchedMeasurements:
+    """A Measurements whose one-view peaks are raised to a batch's (`batched`); what the driver saw of a one-view
+    process is no floor for the batch's, so that too is raised."""
+
+    def __init__(self, measured: Measurements, batched):
+        self._m, self._batched = measured, batched
+
+    def peak(self, key: str, machine: str) -> Figure | None:
+        found = self._m.peak(key, machine)
+        return None if found is None else self._batched(found)
+
+    def at_least_seen(self, key: str, fig: Figure) -> Figure:
+        return fig
+
+    def __getattr__(self, name):
+        return getattr(self._m, name)
 
 
 def detector_ask(
@@ -653,13 +698,29 @@ def _lora_row(model: dict, frozen_dtype: str, resident: list[str], resolution: i
     return Figure(float(row["gib"]), f"measured: {row['source']}")
 
 
-def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, machine: str = "desk") -> Ask:
+def lora_ask(facts: dict, job: dict, *, batch: int = 1, measured: Measurements | None = None,
+             machine: str = "desk") -> Ask:
     """One LoRA training job: the frozen transformer at its dtype, the text encoder only when resident, the
-    step's activations at the resolution, the autocast casts when frozen weights are fp32 (models.yaml)."""
+    step's activations at the resolution, the autocast casts when frozen weights are fp32 (models.yaml); `batch`
+    samples a forward (a one-sample step's peak plus `lora_batch_item_gib`, else a step's activations, for each
+    further sample)."""
     name = job["backend"]
     model = facts["models"][name]
     frozen, res = job["frozen_dtype"], int(job["resolution"])
     resident = lora_resident(job)
+    batch = max(1, int(batch))
+    table = model.get("lora_batch_item_gib") or {}
+    if table:
+        per = _activation({"activations_gib": {"batch": table}}, "batch", res, facts.get("activations_between"))
+        item = Figure(per, f"models.yaml lora_batch_item_gib at {res} px {per:.3f} GiB")
+    else:
+        per = _activation(model, "lora_step", res, facts.get("activations_between"))
+        item = Figure(per, f"estimate: a step's activations at {res} px {per:.3f} GiB (no lora_batch_item_gib)")
+
+    def batched(fig: Figure) -> Figure:
+        if batch == 1:
+            return fig
+        return Figure(fig.value + (batch - 1) * item.value, f"{fig.source} + {batch - 1} further sample(s) x {item.source}")
 
     rank = int(job.get("rank", 8))
     per_rank = float(model.get("lora_gib_per_rank", 0.0))
@@ -670,17 +731,18 @@ def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, ma
         adapters = Figure(rank * per_rank, f"adapters at rank {rank} {rank * per_rank:.3f} (models.yaml lora_gib_per_rank)")
         row = _lora_row(model, frozen, resident, res)
         if row is not None:
-            return Figure(row.value + adapters.value, f"{row.source} + {adapters.source}")
+            return batched(Figure(row.value + adapters.value, f"{row.source} + {adapters.source}"))
         gib, parts = estimate_vram_gib(facts, name, mode="lora_step", frozen_dtype=frozen, resident=resident,
                                        resolution=res)
-        return Figure(gib + adapters.value, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
-                      + f" + {adapters.source}")
+        return batched(Figure(gib + adapters.value, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
+                              + f" + {adapters.source}"))
 
     frozen_weights = (weights_gib(facts, name, frozen, ["transformer"])
                       + (weights_gib(facts, name, model.get("lora_text_encoder_dtype", "bf16"), ["text_encoder"])
                          if "text_encoder" in resident else 0.0))
     seen = measured.ranks.get(lora_key(job), 0) if measured is not None else 0  # 0: no record named its rank
-    vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), estimate, frozen_weights,
+    at_batch = _BatchedMeasurements(measured, batched) if (measured is not None and batch > 1) else measured
+    vram, devices = _card(facts, at_batch, machine, job["device"], lora_key(job), estimate, frozen_weights,
                           "training", res, floor=f"at rank {seen or 'unknown'}" if seen < rank else None)
     ram = _loading_ram(facts, model, {"transformer": "fp32"} if frozen == "fp32" else None)
     secs = model.get("seconds") or {}
@@ -692,10 +754,13 @@ def lora_ask(facts: dict, job: dict, *, measured: Measurements | None = None, ma
         why = f"{table[ref]:g} s a step at {ref} px x 8 micro-steps (models.yaml seconds), scaled to {res} px x {accumulation}"
     else:
         per, why = 10.0 * accumulation / 8, "NOT measured for this backend: 10 s a step of 8 micro-steps assumed"
-    # this machine's probe times one micro-step (batch 1, no accumulation): a step is `accumulation` of them
-    seconds = _measured_seconds(measured, lora_key(job), machine, steps * accumulation, "micro-steps") or Figure(
-        float(secs.get("load", 60)) + steps * per, f"estimate: load + {steps} steps x {per:.2f} s ({why})")
-    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
+    # this machine's probe times a sample: at this micro-batch where it measured one, else at one sample a forward
+    # (a micro-batch is faster a sample); a step is `accumulation` samples
+    seconds = (_measured_seconds(measured, lora_key(job), machine, steps * accumulation,
+                                 f"samples at {batch} a forward", batch=batch)
+               or _measured_seconds(measured, lora_key(job), machine, steps * accumulation, "micro-steps")
+               or Figure(float(secs.get("load", 60)) + steps * per, f"estimate: load + {steps} steps x {per:.2f} s ({why})"))
+    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name, batch=batch)
 
 
 def text_encoder_key(job: dict) -> str:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fourloops import loading
-from fourloops.backends import BACKENDS
+from fourloops.backends import BACKENDS, MAX_BATCH
 from fourloops.hub import GeneratorUnavailable, local_dir_digest, resolve_model
 from fourloops.lora_file import _apply_lora, _lora_for_backend
 
@@ -45,6 +45,39 @@ OPTIONAL_SETTINGS = {
 }
 
 log = logging.getLogger(__name__)
+
+
+def _image_key(image) -> str:
+    """A reference image by its pixels: the same image is encoded once a job, whichever view names it."""
+    import hashlib
+
+    return hashlib.sha256(image.mode.encode() + repr(image.size).encode() + image.tobytes()).hexdigest()
+
+
+def _omnigen2_encode(pipe, pixels, generator):
+    """OmniGen2Pipeline.encode_vae with the posterior's sample drawn from `generator`."""
+    vae = pipe.vae
+    z0 = vae.encode(pixels.to(dtype=vae.dtype)).latent_dist.sample(generator=generator)
+    if vae.config.shift_factor is not None:
+        z0 = z0 - vae.config.shift_factor
+    if vae.config.scaling_factor is not None:
+        z0 = z0 * vae.config.scaling_factor
+    return z0.to(dtype=vae.dtype)
+
+
+def _right_padded(embeds: list, pad_to: int | None = None):
+    """Prompt encodings of different lengths, (1, L_i, D) with masks (1, L_i), as one batch padded on the right
+    with zeros to `pad_to` tokens or the longest (OmniGen2's transformer reads each prompt's first mask.sum() tokens)."""
+    import torch
+
+    longest = max([e.shape[1] for e, _ in embeds] + [int(pad_to or 0)])
+    out = torch.zeros((len(embeds), longest, embeds[0][0].shape[2]), dtype=embeds[0][0].dtype,
+                      device=embeds[0][0].device)
+    mask = torch.zeros((len(embeds), longest), dtype=embeds[0][1].dtype, device=embeds[0][1].device)
+    for i, (e, m) in enumerate(embeds):
+        out[i, : e.shape[1]] = e[0]
+        mask[i, : m.shape[1]] = m[0]
+    return out, mask
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,54 +147,146 @@ class Generator:
         self.pipe = pipe
         self.lora = lora  # None, or the loaded LoRA: path, sha256, metadata and its census
         self._describe: dict | None = None
+        # what a job computes once for all its views: each prompt's text encoding, each reference's latents
+        self._text_embeds: dict = {}
+        self._reference_latents: dict = {}
 
     # -- generation ---------------------------------------------------------------------------
-    def generate(self, images: list, prompt: str, seed: int):
-        """Return one RGB PIL image of settings width x height for `prompt` given reference `images`."""
-        import PIL.Image
-        import torch
+    def max_batch(self) -> int:
+        """The most views one pipeline call makes: OmniGen2 takes a list of prompts, each with its own references;
+        diffusers' Qwen-Image-Edit-Plus pipeline refuses more than one prompt a call."""
+        return MAX_BATCH[self.backend]
 
-        if not isinstance(images, (list, tuple)) or not images:
-            raise ValueError("generate needs a non-empty list of reference PIL images")
-        if not all(isinstance(im, PIL.Image.Image) for im in images):
-            raise ValueError("every reference image must be a PIL.Image.Image")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError("generate needs a non-empty prompt")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed must be an int, got {seed!r}")
-        refs = [im.convert("RGB") for im in images]
-        # A CPU generator: the initial noise is drawn on the CPU, so a seed means the same noise on every device.
-        generator = torch.Generator(device="cpu").manual_seed(seed)
+    def generate(self, images: list, prompt: str, seed: int, job_seed: int | None = None):
+        """Return one RGB PIL image of settings width x height for `prompt` given reference `images`."""
+        return self.generate_batch([(images, prompt, seed)], job_seed=seed if job_seed is None else job_seed)[0]
+
+    def text_length(self, prompts: list[str]) -> int | None:
+        """The longest of `prompts` as the text encoder reads them (tokens), for `generate_batch(pad_to=)`; None for
+        a backend that takes one prompt a call."""
+        if self.backend != "omnigen2":
+            return None
+        max_len = self.settings.get("max_sequence_length", 1024)
+        return max(int(self._omnigen2_text(p, max_len)[0].shape[1]) for p in prompts)
+
+    def generate_batch(self, items: list[tuple[list, str, int]], job_seed: int, pad_to: int | None = None) -> list:
+        """One pipeline call makes a view per (reference images, prompt, seed) of `items`: each view's initial
+        noise from its own seed, each reference image's encode from `job_seed` and the image, the text through
+        the encoder one prompt at a time and padded to `pad_to` tokens (a job passes its longest prompt's,
+        `text_length`, to every call), so that a view's sequence is the same whatever else is in its call."""
+        import PIL.Image
+
+        if not items:
+            raise ValueError("generate_batch needs at least one view")
+        if len(items) > self.max_batch():
+            raise ValueError(f"backend {self.backend!r} makes at most {self.max_batch()} view(s) a call, "
+                             f"asked for {len(items)}")
+        for images, prompt, seed in items:
+            if not isinstance(images, (list, tuple)) or not images:
+                raise ValueError("generate needs a non-empty list of reference PIL images")
+            if not all(isinstance(im, PIL.Image.Image) for im in images):
+                raise ValueError("every reference image must be a PIL.Image.Image")
+            if not isinstance(prompt, str) or not prompt.strip():
+                raise ValueError("generate needs a non-empty prompt")
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                raise ValueError(f"seed must be an int, got {seed!r}")
         s = self.settings
         if self.backend == "qwen_image_edit_plus":
-            negative = s["negative_prompt"]
-            if negative is None and s["guidance"] > 1.0:
-                negative = " "  # the pipeline runs true CFG only with a negative prompt; " " as in its docs
-            kwargs: dict[str, Any] = {
-                "image": refs, "prompt": prompt, "negative_prompt": negative, "true_cfg_scale": s["guidance"],
-                "width": s["width"], "height": s["height"], "num_inference_steps": s["num_inference_steps"],
-                "generator": generator, "output_type": "pil",
-            }
-            if "max_sequence_length" in s:
-                kwargs["max_sequence_length"] = s["max_sequence_length"]
-        else:  # omnigen2
-            kwargs = {
-                "prompt": prompt, "input_images": refs, "negative_prompt": s["negative_prompt"],
-                "text_guidance_scale": s["guidance"], "image_guidance_scale": s.get("image_guidance_scale", 2.0),
-                "width": s["width"], "height": s["height"], "num_inference_steps": s["num_inference_steps"],
-                "max_sequence_length": s.get("max_sequence_length", 1024), "num_images_per_prompt": 1,
-                # align_res=True would make a single-reference output take the reference's size
-                "align_res": False, "generator": generator, "output_type": "pil",
-            }
+            out = [self._qwen_one([im.convert("RGB") for im in images], prompt, seed) for images, prompt, seed in items]
+        else:
+            out = self._omnigen2_batch(items, int(job_seed), pad_to)
+        images = [im.convert("RGB") for im in out]
+        for image in images:
+            if image.size != (s["width"], s["height"]):
+                raise RuntimeError(
+                    f"{self.backend} returned a {image.size[0]}x{image.size[1]} image, settings ask for "
+                    f"{s['width']}x{s['height']} (the model's size granularity may not divide them)"
+                )
+        return images
+
+    def _qwen_one(self, refs: list, prompt: str, seed: int):
+        import torch
+
+        s = self.settings
+        negative = s["negative_prompt"]
+        if negative is None and s["guidance"] > 1.0:
+            negative = " "  # the pipeline runs true CFG only with a negative prompt; " " as in its docs
+        # A CPU generator: the initial noise is drawn on the CPU, so a seed means the same noise on every device.
+        kwargs: dict[str, Any] = {
+            "image": refs, "prompt": prompt, "negative_prompt": negative, "true_cfg_scale": s["guidance"],
+            "width": s["width"], "height": s["height"], "num_inference_steps": s["num_inference_steps"],
+            "generator": torch.Generator(device="cpu").manual_seed(seed), "output_type": "pil",
+        }
+        if "max_sequence_length" in s:
+            kwargs["max_sequence_length"] = s["max_sequence_length"]
         with torch.inference_mode():
-            result = self.pipe(**kwargs)
-        image = result.images[0].convert("RGB")
-        if image.size != (s["width"], s["height"]):
-            raise RuntimeError(
-                f"{self.backend} returned a {image.size[0]}x{image.size[1]} image, settings ask for "
-                f"{s['width']}x{s['height']} (the model's size granularity may not divide them)"
-            )
-        return image
+            return self.pipe(**kwargs).images[0]
+
+    def _omnigen2_batch(self, items: list, job_seed: int, pad_to: int | None = None) -> list:
+        import torch
+
+        from fourloops import determinism
+
+        s = self.settings
+        pipe = self.pipe
+        max_len = s.get("max_sequence_length", 1024)
+        with torch.inference_mode():
+            embeds = [self._omnigen2_text(prompt, max_len) for _, prompt, _ in items]
+            negative = self._omnigen2_text(s["negative_prompt"] or "", max_len)
+            prompt_embeds, prompt_mask = _right_padded(embeds, pad_to)
+            neg_embeds = negative[0].repeat(len(items), 1, 1)
+            neg_mask = negative[1].repeat(len(items), 1)
+            refs = [[im.convert("RGB") for im in images] for images, _, _ in items]
+            cache = self._reference_latents
+            seed_of = job_seed
+
+            def prepare_image(images, batch_size, num_images_per_prompt, max_pixels, max_side_length, device, dtype):
+                """The pipeline's own reference preparation, each distinct image encoded once a job with a generator
+                of its own (the pipeline's encode samples the VAE posterior from the global generator)."""
+                per_view = [images] if batch_size == 1 else images
+                out = []
+                for view_images in per_view:
+                    latents = []
+                    for img in view_images:
+                        key = (seed_of, max_pixels, max_side_length, _image_key(img))
+                        if key not in cache:
+                            px = pipe.image_processor.preprocess(img, max_pixels=max_pixels,
+                                                                 max_side_length=max_side_length)
+                            gen = determinism.generator(seed_of, "reference", key[3])
+                            cache[key] = _omnigen2_encode(pipe, px.to(device=device), gen).squeeze(0)
+                        latents.append(cache[key])
+                    out.extend([latents] * num_images_per_prompt)
+                return out
+
+            pipe.prepare_image = prepare_image
+            try:
+                result = pipe(
+                    prompt=[prompt for _, prompt, _ in items],
+                    prompt_embeds=prompt_embeds, prompt_attention_mask=prompt_mask,
+                    negative_prompt_embeds=neg_embeds, negative_prompt_attention_mask=neg_mask,
+                    input_images=refs[0] if len(items) == 1 else refs,
+                    text_guidance_scale=s["guidance"], image_guidance_scale=s.get("image_guidance_scale", 2.0),
+                    width=s["width"], height=s["height"], num_inference_steps=s["num_inference_steps"],
+                    max_sequence_length=max_len, num_images_per_prompt=1,
+                    # align_res=True would make a single-reference output take the reference's size
+                    align_res=False,
+                    # a CPU generator per view: the same noise on every device, and whatever else is in the call
+                    generator=[torch.Generator(device="cpu").manual_seed(seed) for _, _, seed in items],
+                    output_type="pil",
+                )
+            finally:
+                del pipe.prepare_image  # back to the class's method
+        return list(result.images)
+
+    def _omnigen2_text(self, prompt: str, max_len: int):
+        """A prompt through OmniGen2's MLLM alone (a batch of one), as the pipeline encodes it; kept for the job."""
+        key = (prompt, max_len)
+        if key not in self._text_embeds:
+            pipe = self.pipe
+            templated = pipe._apply_chat_template(prompt)
+            self._text_embeds[key] = pipe._get_qwen2_prompt_embeds(prompt=[templated], device=pipe._execution_device,
+                                                                    max_sequence_length=max_len)
+        return self._text_embeds[key]
 
     # -- provenance ---------------------------------------------------------------------------
     def describe(self) -> dict:

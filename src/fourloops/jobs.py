@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Iterator
 
-from fourloops import gpumem, lifeline, provenance, space
+from fourloops import determinism, gpumem, lifeline, provenance, space
 from fourloops.io import write_json
 
 
@@ -85,6 +85,9 @@ def job(smk) -> Iterator[JobContext]:
     try:
         yield ctx
         ctx.record(**nvml.stop())
+        # the determinism settings as the job's process held them at its end, read from torch and the environment
+        # (a GPU stage sets them first: fourloops.determinism.apply)
+        ctx.record(determinism=determinism.state())
         outputs = [f for name, f in smk.output.items() if name != "provenance"]
         record = provenance.build_record(
             rule=smk.rule,

@@ -291,6 +291,21 @@ def _no_detection(width: int, height: int, num_candidates: int = 0) -> dict[str,
     }
 
 
+def _exempt_position_embedding() -> None:
+    """RF-DETR's sine position embedding takes a cumulative sum of the padding mask in float32, which torch's
+    determinism check refuses on CUDA (a float cumsum's order of additions may vary). The mask is boolean: every
+    partial sum is a whole number below 2**24, exact in float32 in any order, so the call runs with the check off
+    (fourloops.determinism.exempt_calls; the job's record names it)."""
+    from fourloops import determinism
+
+    try:
+        from rfdetr.models.position_encoding import PositionEmbeddingSine
+    except ImportError:  # another rfdetr layout: nothing to exempt, and torch names any op it refuses
+        return
+    determinism.exempt_calls(PositionEmbeddingSine, "_compute", "rfdetr PositionEmbeddingSine._compute",
+                             "float32 cumsum of a boolean mask: whole numbers below 2**24, exact in any order")
+
+
 def load_detector(
     weights: str | os.PathLike,
     device: str = "cpu",
@@ -317,6 +332,7 @@ def load_detector(
         )
     # Absolute path: RF-DETR maps a bare file name into its download cache directory instead.
     path_str = os.path.realpath(path)
+    _exempt_position_embedding()
     start = time.perf_counter()
     meta = _read_checkpoint_metadata(path_str)
     defaults = _config_defaults()

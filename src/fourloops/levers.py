@@ -58,7 +58,7 @@ class Place:
 @dataclass(frozen=True)
 class Lever:
     name: str
-    kind: str  # placement | gpu_class | precision | size | setting | offload | together
+    kind: str  # placement | gpu_class | precision | size | batch | setting | offload | together
     ask: Ask | None  # None: nothing to re-ask (no larger GPU class configured)
     fits: tuple[str, ...]  # labels of the places where every wall fits, the target first
     here: bool  # fits the machine the job was checked on
@@ -283,6 +283,14 @@ def _candidates(knob: Knob, params: dict, facts: dict, model: str) -> list[objec
     current = holder[knob.key]
     if knob.values:  # the stage's own list, mildest first
         return [v for v in knob.values if v != current]
+    if knob.kind == "batch":  # halves of a batch asked for by number; `auto` is already the largest that fits
+        if not isinstance(current, int) or isinstance(current, bool):
+            return []
+        out, b = [], int(current) // 2
+        while b >= 1:
+            out.append(b)
+            b //= 2
+        return out
     spec = _schema_of(knob.config)
     if knob.kind == "precision":
         size = facts["bytes_per_param"]
@@ -373,7 +381,7 @@ def find(job: walls.PendingJob, table: dict, target: str, placement: dict | None
             "" if schema_has else "generator has no offload setting yet (config/schema.yaml)") if x)
         if offload is not None and offload.vram_mb < job.ask.vram_mb:
             levers.append(_evaluate(job, offload, everywhere, "offload", "offload", why, frozenset(as_is)))
-        model_levers = [lv for lv in levers if lv.kind in ("precision", "size", "setting", "offload")]
+        model_levers = [lv for lv in levers if lv.kind in ("precision", "size", "setting", "offload", "batch")]
         if len(model_levers) >= 2 and not any(lv.here for lv in model_levers):
             params = _with(job.params, [(k.where, k.key, v) for k, v in stops])
             together = _stage_ask(job)(params)

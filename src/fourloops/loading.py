@@ -50,7 +50,33 @@ def _import_omnigen2():
             f"backend 'omnigen2' needs the OmniGen2 package (python module `omnigen2`, {OMNIGEN2_REPO}), "
             f"which cannot be imported here ({exc}); {OMNIGEN2_INSTALL_HINT}"
         ) from exc
+    _pin_omnigen2_kernels()
     return OmniGen2Pipeline, OmniGen2Transformer2DModel
+
+
+def _layer_norm_warps(configs, args: dict):
+    """The launch configuration of OmniGen2's fused RMSNorm kernels, from the row length alone: warps as the
+    kernel's row block (the next power of two of N) needs them, 256 columns a warp, between 1 and 8. OmniGen2
+    autotunes its warp count by timing, which differs between processes, and the warp count sets the order of
+    the row's reduction: two processes then wrote different bits for the same input."""
+    n = int(args.get("N") or 1)
+    block = 1 << max(0, n - 1).bit_length()
+    want = min(max(block // 256, 1), 8)
+    return min(configs, key=lambda c: (abs(c.num_warps - want), c.num_warps))
+
+
+def _pin_omnigen2_kernels() -> None:
+    """OmniGen2's Triton RMSNorm (forward and backward), launched with `_layer_norm_warps` instead of the fastest
+    configuration by timing (fourloops.determinism.pin_autotuned); a no-op without Triton or without the module."""
+    import sys
+
+    from fourloops import determinism
+
+    # imported by OmniGen2's transformer module where Triton is there; without it OmniGen2 falls back to torch's
+    # RMSNorm, which does not autotune
+    module = sys.modules.get("omnigen2.ops.triton.layer_norm")
+    if module is not None:
+        determinism.pin_autotuned(module, _layer_norm_warps, "omnigen2.ops.triton.layer_norm")
 
 
 # NF4 with double quantisation (the absmax tables quantised too) per backend; config/models.yaml's `nf4_format`

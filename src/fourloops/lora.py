@@ -140,12 +140,13 @@ class TrainSpec:
     weight_decay: float
     max_grad_norm: float
     resolution: int
-    accumulation: int
+    accumulation: int  # samples per optimizer step (the effective batch)
     frozen_dtype: str
     text_encoder: str
     device: str
     seed: int
     checkpoint_every: int
+    micro_batch: object = 1  # samples a forward: a number, or auto (the job's `batch` resource then says how many)
 
     @classmethod
     def of(cls, **kw) -> "TrainSpec":
@@ -160,6 +161,9 @@ class TrainSpec:
             ("rank", self.rank, isinstance(self.rank, int) and self.rank >= 1, "a whole number >= 1"),
             ("accumulation", self.accumulation, isinstance(self.accumulation, int) and self.accumulation >= 1,
              "a whole number >= 1"),
+            ("micro_batch", self.micro_batch, self.micro_batch == "auto" or (
+                isinstance(self.micro_batch, int) and not isinstance(self.micro_batch, bool) and self.micro_batch >= 1),
+             "'auto' or a whole number >= 1"),
             ("steps", self.steps, isinstance(self.steps, int) and self.steps >= 1, "a whole number >= 1"),
             ("checkpoint_every", self.checkpoint_every, self.checkpoint_every >= 1, "a whole number >= 1"),
             ("alpha", self.alpha, self.alpha > 0, "a number > 0"),
@@ -332,6 +336,34 @@ def flow_loss(transformer, backend: str, batch: Batch, t, noise, compute_dtype, 
     return F.mse_loss(pred.float().reshape(target.shape), target.float())
 
 
+def flow_losses(transformer, backend: str, batches: list[Batch], ts: list, noises: list, compute_dtype,
+                freqs_cis=None):
+    """The per-sample losses of a micro-batch, each as `flow_loss` computes it: OmniGen2's transformer takes the
+    samples in one forward (each keeps its own latents, timestep, noise, reference and prompt, the prompts padded on
+    the right); Qwen-Image's, one sample a forward."""
+    import torch
+    import torch.nn.functional as F
+
+    if backend != "omnigen2" or len(batches) == 1:
+        return [flow_loss(transformer, backend, b, t, n, compute_dtype, freqs_cis) for b, t, n in zip(batches, ts, noises)]
+    xts, targets = [], []
+    for b, t, n in zip(batches, ts, noises):
+        xts.append((t * b.x0 + (1.0 - t) * n)[0].to(compute_dtype))  # OmniGen2's ICPlan: t = 1 is the data
+        targets.append(b.x0 - n)
+    longest = max(int(b.embeds.shape[1]) for b in batches)
+    embeds = torch.zeros((len(batches), longest, batches[0].embeds.shape[2]), dtype=compute_dtype,
+                         device=batches[0].embeds.device)
+    mask = torch.zeros((len(batches), longest), dtype=batches[0].mask.dtype, device=batches[0].mask.device)
+    for i, b in enumerate(batches):
+        embeds[i, : b.embeds.shape[1]] = b.embeds[0].to(compute_dtype)
+        mask[i, : b.mask.shape[1]] = b.mask[0]
+    t = torch.cat([x.reshape(1) for x in ts]).to(compute_dtype)
+    pred = transformer(xts, t, embeds, freqs_cis, mask,
+                       ref_image_hidden_states=[[b.source[0].to(compute_dtype)] for b in batches])
+    preds = list(pred) if isinstance(pred, (list, tuple)) else list(pred.unbind(0))
+    return [F.mse_loss(p.float().reshape(tg.shape), tg.float()) for p, tg in zip(preds, targets)]
+
+
 def _rng_state(cuda: bool, data_gen) -> dict:
     import numpy as np
     import torch
@@ -415,9 +447,11 @@ def _plot(losses: list[dict], png: str, title: str, smoke: bool) -> None:
 
 
 def train(spec: TrainSpec, records_path: str, embeddings_path: str, out_path: str, loss_csv: str, loss_png: str,
-          checkpoint_dir: str) -> dict:
+          checkpoint_dir: str, micro_batch: int | None = None) -> dict:
     """Train the LoRA and write it (atomically, at the end), its loss table and curve; resume from the last
-    checkpoint in `checkpoint_dir` when there is one. Returns the provenance fields."""
+    checkpoint in `checkpoint_dir` when there is one. Each optimizer step takes `spec.accumulation` samples,
+    `micro_batch` a forward (the job's resolved batch; None: spec.micro_batch, which must then be a number); the
+    samples are drawn in the same order whatever the micro-batch. Returns the provenance fields."""
     import numpy as np
     import pandas as pd
     import torch
@@ -444,7 +478,12 @@ def train(spec: TrainSpec, records_path: str, embeddings_path: str, out_path: st
     if missing:
         raise LoraError(f"{embeddings_path}: no embeddings for records {missing[:5]}; allowed: the embeddings "
                         f"made from {records_path}")
-    fingerprint = spec.fingerprint(sha256_file(records_path), sha256_file(embeddings_path))
+    micro = int(micro_batch if micro_batch is not None else spec.micro_batch)
+    if micro < 1:
+        raise LoraError(f"lora.micro_batch resolved to {micro}; allowed: a whole number >= 1")
+    micro = min(micro, spec.accumulation)
+    # a step's sums run in the micro-batch's order: a resume continues only a training of the same micro-batch
+    fingerprint = spec.fingerprint(sha256_file(records_path), sha256_file(embeddings_path)) | {"micro_batch": micro}
     resume = check_resume(checkpoint_dir, fingerprint)
 
     # seeds first: the LoRA's initial weights come from them
@@ -516,15 +555,18 @@ def train(spec: TrainSpec, records_path: str, embeddings_path: str, out_path: st
     for step in range(start, spec.steps):
         t0 = time.perf_counter()
         total = 0.0
-        for _ in range(spec.accumulation):
-            rec = records[int(torch.randint(len(records), (1,), generator=data_gen))]
-            batch = batch_of(rec)
-            t = torch.rand((1,), generator=data_gen).to(spec.device)
-            noise = torch.randn(batch.x0.shape, generator=data_gen).to(spec.device)
+        for first in range(0, spec.accumulation, micro):
+            batches, ts, noises = [], [], []
+            for _ in range(min(micro, spec.accumulation - first)):  # each sample's draws in the order of 1 x N
+                rec = records[int(torch.randint(len(records), (1,), generator=data_gen))]
+                batch = batch_of(rec)
+                batches.append(batch)
+                ts.append(torch.rand((1,), generator=data_gen).to(spec.device))
+                noises.append(torch.randn(batch.x0.shape, generator=data_gen).to(spec.device))
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-                loss = flow_loss(transformer, spec.backend, batch, t, noise, compute, freqs_cis)
-            (loss / spec.accumulation).backward()
-            total += float(loss.detach())
+                losses_mb = flow_losses(transformer, spec.backend, batches, ts, noises, compute, freqs_cis)
+            (torch.stack(losses_mb).sum() / spec.accumulation).backward()
+            total += sum(float(x.detach()) for x in losses_mb)
         torch.nn.utils.clip_grad_norm_(trainable, spec.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -561,7 +603,7 @@ def train(spec: TrainSpec, records_path: str, embeddings_path: str, out_path: st
         "autocast": "bf16" if autocast else None,
         "resolution_multiple": multiple,
         "resumed_from_step": start if resume is not None else None,
-        "steps": spec.steps,
+        "steps": spec.steps, "micro_batch": micro, "forwards_per_step": -(-spec.accumulation // micro),
         "loss_first": losses[0]["loss"], "loss_last": losses[-1]["loss"],
         "load_seconds": round(load_seconds, 3), "train_seconds": round(train_seconds, 3),
         "precision": spec.frozen_dtype,

@@ -213,7 +213,7 @@ def lora_embeddings(config: dict) -> dict:
 
 
 TRAIN_KEYS = ("rank", "alpha", "dropout", "target_modules", "steps", "lr", "weight_decay", "max_grad_norm",
-              "resolution", "accumulation", "frozen_dtype", "text_encoder", "seed")
+              "resolution", "accumulation", "micro_batch", "frozen_dtype", "text_encoder", "seed")
 
 
 def lora_train(config: dict) -> dict:

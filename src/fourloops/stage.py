@@ -50,7 +50,7 @@ class Knob:
     where: tuple[str, ...]  # path of the config mapping inside the rule's params
     key: str  # its field
     config: tuple[str, ...]  # the config key it comes from (and its property in the config schema)
-    kind: str  # precision | size | setting
+    kind: str  # precision | size | batch | setting
     values: tuple = ()
 
 

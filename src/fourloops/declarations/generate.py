@@ -15,10 +15,22 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
     job = params["job"]
     if job["model_set"] == "smoke":  # the tiny generator on the CPU
         return asks.stage_ask(ctx.facts, "smoke_generate")
-    return asks.generator_ask(
-        ctx.facts, job["generator"], n_references=len(job["reference_azimuths"]), n_views=len(job["azimuths"]),
-        measured=ctx.measured, machine=ctx.machine,
-    )
+    return generator_batch_ask(ctx, job["generator"], n_references=len(job["reference_azimuths"]),
+                               n_views=len(job["azimuths"]))
+
+
+def generator_batch_ask(ctx: AskContext, gen: dict, *, n_references: int, n_views: int):
+    """A generate or restyle job's ask at the batch its `generator.batch` asks for on the job's machine
+    (fourloops.batching): as many views a call as the backend takes and the card holds."""
+    from fourloops import asks, batching
+    from fourloops.backends import MAX_BATCH
+
+    def at(b: int):
+        return asks.generator_ask(ctx.facts, gen, n_references=n_references, n_views=n_views, batch=b,
+                                  measured=ctx.measured, machine=ctx.machine)
+
+    return batching.choose(at, gen.get("batch", 1), most=min(n_views, MAX_BATCH.get(gen["backend"], 1)),
+                           limit_gib=batching.card_gib(ctx.machine), key="generator.batch")
 
 
 def needs(params: dict) -> list:
@@ -63,7 +75,8 @@ def _generator_needs(settings: dict, rule: str) -> list:
 GENERATOR = Gpu(
     name="generator", key=_generator_key, probe="fourloops.stages.probe:_probe_generator",
     settings=model_sets.generator, ask=_generator_ask, needs=_generator_needs,
-    knobs=(Knob((), "precision", ("generator", "precision"), "precision"), Knob((), "size", ("generator", "size"), "size")),
+    knobs=(Knob((), "precision", ("generator", "precision"), "precision"), Knob((), "size", ("generator", "size"), "size"),
+           Knob((), "batch", ("generator", "batch"), "batch")),
     builds=(Build("omnigen2", "omnigen2"), Build("qwen_image_edit_plus", "qwen_image_edit_plus")),
     build_of=lambda s: s["backend"], resolution=lambda s: int(s["size"]),
     smoke_inputs=lambda config: model_sets.built_models(config, "generator"), offload=True)

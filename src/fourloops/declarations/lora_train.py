@@ -15,10 +15,14 @@ def profile_of(config: dict) -> str:
 def ask(ctx: AskContext, wildcards: dict, params: dict):
     from fourloops import asks
 
+    from fourloops import batching
+
     job = params["train"]
     if job["model_set"] == "smoke":  # the tiny transformer on the CPU
         return asks.stage_ask(ctx.facts, "smoke_lora_train")
-    return asks.lora_ask(ctx.facts, job, measured=ctx.measured, machine=ctx.machine)
+    return batching.choose(lambda b: asks.lora_ask(ctx.facts, job, batch=b, measured=ctx.measured, machine=ctx.machine),
+                           job.get("micro_batch", 1), most=int(job["accumulation"]),
+                           limit_gib=batching.card_gib(ctx.machine), key="lora.micro_batch")
 
 
 def needs(params: dict) -> list:
@@ -46,6 +50,7 @@ KNOBS = (
     Knob(("train",), "text_encoder", ("lora", "text_encoder"), "setting", values=("precomputed",)),
     Knob(("train",), "frozen_dtype", ("lora", "frozen_dtype"), "precision"),
     Knob(("train",), "resolution", ("lora", "resolution"), "size", values=(384, 256)),
+    Knob(("train",), "micro_batch", ("lora", "micro_batch"), "batch"),
 )
 
 STAGE = Stage(name="lora_train", code="fourloops.stages.lora_train",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
-from fourloops.declarations.generate import GENERATOR_KNOBS, measures
+from fourloops.declarations.generate import GENERATOR_KNOBS, generator_batch_ask, measures
 from fourloops.stage import AskContext, Stage
 
 
@@ -15,8 +15,7 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
     job = params["job"]
     if job["model_set"] == "smoke":  # the tiny generator on the CPU
         return asks.stage_ask(ctx.facts, "smoke_generate")
-    return asks.generator_ask(ctx.facts, job["generator"], n_references=1, n_views=len(job["azimuths"]),
-                              measured=ctx.measured, machine=ctx.machine)
+    return generator_batch_ask(ctx, job["generator"], n_references=1, n_views=len(job["azimuths"]))
 
 
 def needs(params: dict) -> list:

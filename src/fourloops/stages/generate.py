@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fourloops import determinism
 from fourloops.card import check_card
 from fourloops.io import write_json
 
@@ -28,11 +29,13 @@ def generate_stage(
     reference_azimuths: list[int],
     machine: str = "desk",
     lora_path: str | None = None,
+    batch: int = 1,
 ) -> dict:
-    """Every requested view of one condition from one model load (`views_from_one_load`).
+    """Every requested view of one condition from one model load (`views_from_one_load`), `batch` views a call.
 
     A condition with `lora: true` gets the camera LoRA file as its job's input `lora` (`lora_path`
     here): the generator loads it over the base model. A condition without it has no such input."""
+    determinism.apply(seed)
     if lora and lora_path is None:
         raise ValueError(
             f"condition {condition}: lora = true, but the generate job has no input `lora` (the camera LoRA "
@@ -49,7 +52,7 @@ def generate_stage(
              for a, out in zip(azimuths, images_out)]
     head = {"condition": condition, "model_set": model_set}
     tail = {"references": list(references), "reference_azimuths": list(reference_azimuths), "lora": bool(lora)}
-    return views_from_one_load(views, manifest_out, generator, machine, head, tail,
+    return views_from_one_load(views, manifest_out, generator, machine, head, tail, seed=int(seed), batch=batch,
                                lora=lora_path) | {"seed": int(seed)}
 
 
@@ -63,8 +66,10 @@ class View:
 
 
 def views_from_one_load(views: list[View], manifest_out: str, generator: dict, machine: str, head: dict,
-                        tail: dict, lora: str | None = None) -> dict:
-    """One generator load makes every view (generate, restyle), with the LoRA file `lora` when given.
+                        tail: dict, seed: int, batch: int = 1, lora: str | None = None) -> dict:
+    """One generator load makes every view (generate, restyle), with the LoRA file `lora` when given, `batch` views
+    a pipeline call (the job's `batch` resource, fourloops.batching; at most what the backend takes); `seed` is the
+    job's (each view has its own besides).
 
     Views are staged in a hidden folder and moved into place only when all are done; the manifest,
     which the next stage depends on, is written last. A killed job leaves only the hidden folder.
@@ -106,14 +111,19 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
         generator["device"], settings, lora=lora,
     )
     load_seconds = time.perf_counter() - t0
+    per_call = max(1, min(int(batch), model.max_batch()))
+    pad_to = model.text_length([v.prompt for v in views])  # every call's prompts padded alike, whatever the batch
     made = {}
-    for view in views:
+    for start in range(0, len(views), per_call):
+        chunk = views[start:start + per_call]
         t1 = time.perf_counter()
-        image = model.generate([reference(p) for p in view.references], view.prompt, view.seed)
-        seconds = time.perf_counter() - t1
-        save_image(staging / Path(view.out).name, image)
-        made[view.key] = {"image": str(view.out), "prompt": view.prompt, "seed": view.seed,
-                          "seconds": round(seconds, 4)}
+        images = model.generate_batch([([reference(p) for p in v.references], v.prompt, v.seed) for v in chunk],
+                                      job_seed=seed, pad_to=pad_to)
+        seconds = (time.perf_counter() - t1) / len(chunk)  # a view's share of its call
+        for view, image in zip(chunk, images):
+            save_image(staging / Path(view.out).name, image)
+            made[view.key] = {"image": str(view.out), "prompt": view.prompt, "seed": view.seed,
+                              "seconds": round(seconds, 4)}
 
     from fourloops.provenance import peak_vram_gib
 
@@ -141,5 +151,6 @@ def views_from_one_load(views: list[View], manifest_out: str, generator: dict, m
         "model_loads": loading.LOADS - loads_before,
         # where the job's seconds went, in the order the views were made (a forecast's parts: the load, then each
         # view, the first with its warm-up)
-        "timing": {"load_seconds": round(load_seconds, 4), "view_seconds": [made[v.key]["seconds"] for v in views]},
+        "timing": {"load_seconds": round(load_seconds, 4), "view_seconds": [made[v.key]["seconds"] for v in views],
+                   "batch": per_call},
     }

@@ -18,6 +18,9 @@ def grades_stage(renders: list[str], restyled: list[str], manifest: str, csv_out
                  instruction: str, azimuths: list[int], scorer: dict, score_range: int, num_pass: int, retries: int,
                  seed: int, model_set: str, machine: str = "desk") -> dict:
     """One scorer load grades every restyled view of `style`: a row per view, NaN with the reason when unparsed."""
+    from fourloops import determinism
+
+    determinism.apply(seed)
     import pandas as pd
     from PIL import Image
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from fourloops import determinism
 from fourloops.card import check_card
 from fourloops.io import write_json
 
@@ -12,6 +13,7 @@ def keypoints_stage(
     images: list[str], points_out: list[str], azimuths: list[int], detector: dict, machine: str = "desk"
 ) -> dict:
     """The most confident person's COCO-17 keypoints in every image of a set, one model load."""
+    determinism.apply(None)  # the detector draws nothing
     from PIL import Image
 
     from fourloops.keypoints import load_detector

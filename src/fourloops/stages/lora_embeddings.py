@@ -7,8 +7,10 @@ from __future__ import annotations
 def lora_embeddings_stage(records: str, embeddings_out: str, backend: str, model: str, revision: str | None,
                           text_encoder_dtype: str, device: str, max_sequence_length: int, model_set: str,
                           machine: str = "desk") -> dict:
-    from fourloops import lora_embeddings, lora_records
+    from fourloops import determinism, lora_embeddings, lora_records
     from fourloops.card import check_card
+
+    determinism.apply(None)  # the text encoder draws nothing
 
     check_card(device, machine)
     found = lora_records.read_records(records)

@@ -455,7 +455,11 @@ def _sizing_record(where: str | None) -> dict | None:
 
 def probe_stage(out: str, machine_name: str, component: str, settings: dict, model_set: str,
                 machine: str = "desk") -> dict:
-    """The probe rule's job: the configured model of `component` on this machine (scripts/probe.py)."""
+    """The probe rule's job: the configured model of `component` on this machine (scripts/probe.py), timed with the
+    jobs' own kernel settings (fourloops.determinism)."""
+    from fourloops import determinism
+
+    determinism.apply(None)
     record = probe(component, settings, machine_name=machine_name, model_set=model_set, out=out,
                    guard_machine=machine)
     return {"probe": {k: record[k] for k in ("key", "load_seconds", "pass_seconds", "peak_vram_gib", "complete")},

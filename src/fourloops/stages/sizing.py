@@ -5,6 +5,9 @@ from __future__ import annotations
 
 
 def sizing_model_stage(component: str, out_dir: str, device: str, seed: int, texts: list[str], model_set: str) -> dict:
+    from fourloops import determinism
+
+    determinism.apply(seed)
     from fourloops.sizing import MODEL_SET, SizingError, build
     from fourloops.stage import builds, load
 

@@ -1,0 +1,219 @@
+"""Same inputs, same code, same machine kind: same bytes, on the GPU as on the CPU.
+
+Every stage whose jobs compute with torch calls `apply(seed)` first, in its job's own process, before CUDA starts:
+  * the global generators (Python's, NumPy's, torch's on every device) seeded by the job's seed, so that a draw a
+    third-party library makes without a generator of its own is the same every run (the draws this workflow makes
+    itself take generators of their own: `generator(seed, ...)`);
+  * `torch.use_deterministic_algorithms(True)`, strict: an operation with no deterministic kernel stops the job with
+    torch's error naming it, instead of warning (in warn-only mode torch also keeps its non-deterministic
+    memory-efficient attention backward);
+  * `CUBLAS_WORKSPACE_CONFIG`, which cuBLAS reads when CUDA starts (refused once CUDA has started without it);
+  * cuDNN's benchmark off and its deterministic mode on; fp32 matrix products and convolutions at full IEEE
+    precision (no TF32), whatever the card's default;
+  * Triton kernels that pick their launch configuration by timing (`pin_autotuned`) given one configuration chosen
+    from the problem's shape, so two processes launch the same kernel.
+
+`state()` reads the settings back from the live process (never from this module's intentions) for the job's
+provenance record, with the GPU, driver, CUDA, cuDNN and torch versions they hold for.
+
+`FOURLOOPS_DETERMINISM=off` (read where the job runs) leaves the kernel settings at torch's defaults, so a bench can
+measure what they cost; the seeds still apply, the record says `mode: off`, and the publication gate refuses what
+such a job made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import sys
+
+SWITCH = "FOURLOOPS_DETERMINISM"
+MODES = ("on", "off")
+CUBLAS_VAR = "CUBLAS_WORKSPACE_CONFIG"
+CUBLAS_VALUE = ":4096:8"  # cuBLAS's documented setting for reproducible results (8 workspaces of 4 MiB)
+NO_SEED = 0  # the global generators' seed in a job that draws nothing on purpose (no `seed` param)
+
+_applied: dict | None = None  # what apply() set in this process: mode and seed
+_pinned: list[str] = []  # the autotuned kernels given one configuration in this process
+_exempt: list[str] = []  # the calls run with torch's determinism check off, and why their bits are fixed anyway
+
+
+class DeterminismError(RuntimeError):
+    pass
+
+
+def mode(environ=os.environ) -> str:
+    value = environ.get(SWITCH, "on") or "on"
+    if value not in MODES:
+        raise DeterminismError(f"{SWITCH}={value!r}: not a mode; allowed: one of {list(MODES)} (unset: on)")
+    return value
+
+
+def derived_seed(seed: int, *labels: object) -> int:
+    """A seed of its own for each labelled draw of a job (a reference image's encode, say): 63 bits of the sha256
+    of the job's seed and the labels, the same on every machine and in every process."""
+    digest = hashlib.sha256(repr((int(seed),) + tuple(str(x) for x in labels)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def generator(seed: int, *labels: object):
+    """A CPU torch generator seeded by `derived_seed(seed, *labels)` (or `seed` itself without labels): a CPU
+    generator draws the same numbers whatever device the tensor then moves to."""
+    import torch
+
+    return torch.Generator(device="cpu").manual_seed(derived_seed(seed, *labels) if labels else int(seed))
+
+
+def apply(seed: int | None) -> dict:
+    """Seed the global generators with `seed` (NO_SEED when None) and, unless the mode is off, fix every kernel
+    setting above. Call it first in a job's stage function: CUBLAS_WORKSPACE_CONFIG must be set before CUDA starts."""
+    global _applied
+    chosen = mode()
+    value = NO_SEED if seed is None else int(seed)
+    random.seed(value)
+    try:
+        import numpy as np
+
+        np.random.seed(value % 2**32)
+    except ImportError:
+        pass
+    import torch
+
+    if chosen == "on":
+        if os.environ.get(CUBLAS_VAR) != CUBLAS_VALUE:
+            if torch.cuda.is_initialized():
+                raise DeterminismError(
+                    f"CUDA started in this process before {CUBLAS_VAR} was set ({os.environ.get(CUBLAS_VAR)!r}); "
+                    f"cuBLAS reads it once, when CUDA starts: call fourloops.determinism.apply() first in the stage "
+                    f"function, before any model loads")
+            os.environ[CUBLAS_VAR] = CUBLAS_VALUE
+        torch.use_deterministic_algorithms(True, warn_only=False)
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+        _full_fp32(torch)
+    torch.manual_seed(value)  # every device's default generator
+    _applied = {"mode": chosen, "seed": value}
+    return state()
+
+
+def _full_fp32(torch) -> None:
+    """fp32 products and convolutions at IEEE precision (no TF32): through the fp32_precision settings where torch
+    has them (mixing them with the older allow_tf32 flags is refused by torch), else through those flags."""
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+        torch.backends.cudnn.fp32_precision = "ieee"
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+
+def pin_autotuned(module, choose, label: str) -> list[str]:
+    """Give every Triton autotuner in `module` one configuration, `choose(configs, named_args)`, instead of the
+    fastest by timing: the timing differs between processes, and with it the launch configuration and the order
+    of a kernel's reductions. Only when the mode is on (off keeps the library's own autotuning, as a bench's
+    baseline). Returns the names pinned ("label.kernel")."""
+    if mode() != "on":
+        return []
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:  # no Triton: nothing autotunes
+        return []
+
+    def prune(configs, named_args, **kwargs):
+        return [choose(configs, {**named_args, **kwargs})]
+
+    names = []
+    for name in sorted(vars(module)):
+        obj = getattr(module, name)
+        if isinstance(obj, Autotuner):
+            obj.early_config_prune = prune
+            names.append(f"{label}.{name}")
+    for n in names:
+        if n not in _pinned:
+            _pinned.append(n)
+    return names
+
+
+def exempt_calls(owner, method: str, label: str, why: str) -> None:
+    """Run `owner.method` with torch's determinism check off: for a call torch flags as having no deterministic
+    kernel whose result is exact whatever the order of its sums (`why` says how, and the record names it). Only
+    when the mode is on; the check is back on when the call returns."""
+    if mode() != "on" or getattr(getattr(owner, method), "_fourloops_exempt", False):
+        return
+    import functools
+
+    import torch
+
+    original = getattr(owner, method)
+
+    @functools.wraps(original)
+    def call(*args, **kwargs):
+        strict = torch.are_deterministic_algorithms_enabled()
+        warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+        torch.use_deterministic_algorithms(False)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            torch.use_deterministic_algorithms(strict, warn_only=warn_only)
+
+    call._fourloops_exempt = True
+    setattr(owner, method, call)
+    entry = f"{label}: {why}"
+    if entry not in _exempt:
+        _exempt.append(entry)
+
+
+def _cuda_versions(torch) -> dict:
+    out = {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": None, "gpu": None, "capability": None}
+    try:
+        out["cudnn"] = torch.backends.cudnn.version()
+    except Exception:  # noqa: BLE001 - a build without cuDNN
+        pass
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        index = torch.cuda.current_device()
+        out["gpu"] = torch.cuda.get_device_name(index)
+        out["capability"] = ".".join(str(x) for x in torch.cuda.get_device_capability(index))
+    return out
+
+
+def _fp32(torch) -> dict:
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        return {"matmul_fp32_precision": torch.backends.cuda.matmul.fp32_precision,
+                "cudnn_fp32_precision": torch.backends.cudnn.fp32_precision}
+    return {"matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32)}
+
+
+def state() -> dict:
+    """The determinism settings as this process holds them now, read from torch and the environment: what a job's
+    provenance records. `applied`: whether the job's stage called apply(); the driver's version is the record's
+    `gpu.driver` (NVML)."""
+    torch = sys.modules.get("torch")
+    out: dict = {"applied": _applied is not None, "mode": (_applied or {}).get("mode"),
+                 "seed": (_applied or {}).get("seed"), CUBLAS_VAR: os.environ.get(CUBLAS_VAR),
+                 "pinned_autotuners": list(_pinned), "exempt_calls": list(_exempt)}
+    if torch is None:
+        return out | {"torch_loaded": False}
+    out |= {
+        "torch_loaded": True,
+        "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+        "deterministic_warn_only": bool(torch.is_deterministic_algorithms_warn_only_enabled()),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        **_fp32(torch),
+        "versions": _cuda_versions(torch),
+    }
+    return out
+
+
+def reproducible(record_state: dict | None) -> tuple[bool, str]:
+    """Whether a job's recorded state (`state()`) makes its bytes reproducible, and why not."""
+    if not record_state or not record_state.get("applied"):
+        return False, "its stage did not apply fourloops.determinism"
+    if record_state.get("mode") != "on":
+        return False, f"{SWITCH}={record_state.get('mode')} where it ran"
+    if record_state.get("torch_loaded") and not (record_state.get("deterministic_algorithms")
+                                                 and not record_state.get("deterministic_warn_only")):
+        return False, "torch's deterministic algorithms were not on (strict) when it ended"
+    return True, ""
