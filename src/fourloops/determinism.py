@@ -65,6 +65,13 @@ def generator(seed: int, *labels: object):
     return torch.Generator(device="cpu").manual_seed(derived_seed(seed, *labels) if labels else int(seed))
 
 
+def before_cuda(environ=os.environ) -> None:
+    """Set CUBLAS_WORKSPACE_CONFIG (unless the mode is off) in a job's process before anything starts CUDA: the job's
+    glue (fourloops.jobs) does, as its first step, since it reads the card before the stage function runs."""
+    if mode(environ) == "on":
+        environ[CUBLAS_VAR] = CUBLAS_VALUE
+
+
 def apply(seed: int | None) -> dict:
     """Seed the global generators with `seed` (NO_SEED when None) and, unless the mode is off, fix every kernel
     setting above. Call it first in a job's stage function: CUBLAS_WORKSPACE_CONFIG must be set before CUDA starts."""

@@ -41,6 +41,7 @@ class JobContext:
 @contextlib.contextmanager
 def job(smk) -> Iterator[JobContext]:
     """Run a script job: log to its log file, pin torch threads, end with its Snakemake, write its provenance on success."""
+    determinism.before_cuda()  # cuBLAS reads its workspace setting when CUDA starts, which the card's check below does
     threads = max(1, int(getattr(smk, "threads", 1) or 1))
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
