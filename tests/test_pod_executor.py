@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import COMMIT, FAKE_SECRETS, REPO, SNAKEMAKE, pinned, snakemake_env
-from fourloops import pods, provenance, runpod
+from fourloops import compare, pods, provenance, runpod
 
 VENV_PY = str(Path(SNAKEMAKE).with_name("python"))
 
@@ -99,17 +99,11 @@ def test_pod_jobs_remote_desk_jobs_local_bytes_identical_teardown_verified(built
     assert re.search(r"^rule generate:", out, re.M) and re.search(r"^localrule keypoints_generated:", out, re.M)
     assert re.search(r"^localrule fit:", out, re.M)
     assert "placed on NVIDIA L40S (COMMUNITY)" in out
-    # byte-identical images; the manifest equal up to timings and where the model was read from
-    local = smoke_run["workdir"] / "results" / "generate" / "A"
-    for png in sorted(local.glob("*.png")):
-        assert (work / "results" / "generate" / "A" / png.name).read_bytes() == png.read_bytes(), png.name
-    def strip(obj):  # timings and the absolute path the model was read from differ by nature
-        if isinstance(obj, dict):
-            return {k: strip(v) for k, v in obj.items() if k not in ("load_seconds", "seconds", "model_path")}
-        return [strip(v) for v in obj] if isinstance(obj, list) else obj
-    a = json.loads((local / "views.json").read_text())
-    b = json.loads((work / "results" / "generate" / "A" / "views.json").read_text())
-    assert strip(a) == strip(b)
+    # the pod's views and manifest against the local run's: the images byte-identical, the manifest equal once the
+    # fields that measure the run are out (config/compare.yaml: its seconds, the path the model was read from)
+    rows = compare.compare_trees(smoke_run["workdir"], work, include=["generate/A/**"])
+    assert len(rows) == 9 and {r.verdict for r in rows} == {"equal"}, rows
+    assert {r.figures for r in rows if r.artifact.endswith(".png")} == {"same bytes"}, rows
     assert (work / "logs" / "generate" / "A.log").stat().st_mtime > t0
     assert (work / "benchmarks" / "generate" / "A.tsv").stat().st_mtime > t0
     record = json.loads((work / "results" / "provenance" / "generate" / "A.json").read_text())

@@ -172,14 +172,17 @@ def pods(args) -> int:
 
 # -------------------------------------------------------------------------------------- compare
 def _compare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("trees", nargs="*", metavar="A B",
-                   help="two trees: each a working directory (its results/), a results/ directory, or a listing file")
+    p.add_argument("trees", nargs="*", metavar="TREE",
+                   help="A and B: each a working directory (its results/), a results/ directory, or a listing file")
     p.add_argument("--list", metavar="DIR", help="print DIR's listing (every file under results/ with its sha256 and "
                                                  "size) as JSON, to compare against elsewhere")
     p.add_argument("--json", action="store_true", help="the rows as JSON for tools")
     p.add_argument("--markdown", metavar="FILE", help="also write the table as a Markdown page")
     p.add_argument("--across-machines", action="store_true",
                    help="two machine kinds: leave config/compare.yaml's machine_fields out as well")
+    p.add_argument("--ignore", action="append", default=[], metavar="FIELD",
+                   help="leave this JSON field or CSV column out as well, for this comparison (repeatable; e.g. "
+                        "`--ignore code` for two commits' runs: their results, not their code)")
 
 
 def compare(args) -> int:
@@ -206,7 +209,8 @@ def compare(args) -> int:
         return 2
     try:
         a, b = (cmp.open_tree(t) for t in args.trees)
-        rows = cmp.compare_trees(a, b, cmp.load_tolerances(), across_machines=args.across_machines)
+        rows = cmp.compare_trees(a, b, cmp.load_tolerances(), across_machines=args.across_machines,
+                                 ignore=args.ignore)
     except (cmp.CompareError, YamlError) as err:
         print(f"fourloops compare: {err}", file=sys.stderr)
         return 2

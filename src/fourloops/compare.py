@@ -1,7 +1,8 @@
 """Two results trees side by side, artifact by artifact (`fourloops compare A B`, rules/compare.smk).
 
 A tree is a working directory (its results/), a results/ directory, or a listing (`fourloops compare --list DIR`:
-each file's sha256 and size, no content). Each artifact, a file under results/ by its path there, gets one verdict:
+each file's sha256 and size, and a JSON, JSON-lines or CSV artifact's digest with its measurement fields out; no
+content). A tree's own working directory reads as WORKDIR in its text (records name absolute paths). Each artifact, a file under results/ by its path there, gets one verdict:
 `equal` (the same bytes, or the same content once the measurement fields are out), `close` (numbers differ within its
 kind's tolerance), `different` (beyond it, unreadable, or only a listing's hash to go by) or `missing` (in one tree
 only). What counts as a measurement and each kind's tolerance are config/compare.yaml's, declared nowhere else.
@@ -74,8 +75,15 @@ class Tolerances:
     def measured(self, rel: str) -> bool:
         return any(_glob(p).fullmatch(rel) for p in self.measurement_artifacts)
 
-    def dropped(self, across_machines: bool) -> Callable[[str], bool]:
-        names = self.measurement_fields + (self.machine_fields if across_machines else ())
+    def normalisation(self) -> str:
+        """A digest of what a content digest leaves out: a listing's content digests count only under the same."""
+        import hashlib
+
+        fields = [self.measurement_fields, self.machine_fields, self.file_entry_fields, self.measurement_artifacts]
+        return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
+
+    def dropped(self, across_machines: bool, ignore: tuple[str, ...] = ()) -> Callable[[str], bool]:
+        names = self.measurement_fields + (self.machine_fields if across_machines else ()) + tuple(ignore)
         return lambda name: any(fnmatch.fnmatchcase(name, n) for n in names)
 
 
@@ -123,7 +131,8 @@ def _glob(pattern: str) -> re.Pattern:
 class Tree:
     given: str                 # the path as given, for messages
     results: Path | None       # the results/ directory; None for a listing
-    files: dict                # path under results/ -> {"sha256", "bytes"} (a listing) or None (read from disk)
+    files: dict                # a listing's: path under results/ -> {"sha256", "bytes", content digests}
+    normalised_by: str | None = None  # a listing's: Tolerances.normalisation() of its content digests
 
     @property
     def is_listing(self) -> bool:
@@ -174,16 +183,57 @@ def open_tree(path: str | Path) -> Tree:
     if bad:
         raise CompareError(f"{path}: listing entry {bad[0]!r} is not {{sha256: 64 hex digits, bytes: an integer}}; "
                            f"allowed: {ALLOWED}")
-    return Tree(str(path), None, files)
+    return Tree(str(path), None, files, data.get("normalised_by"))
 
 
-def listing(path: str | Path) -> dict:
+def listing(path: str | Path, tolerances: Tolerances | None = None) -> dict:
     """The listing of a tree (`fourloops compare --list`): every file under results/ (hidden ones, a killed job's
-    temporaries, left out) by its path there, with its sha256 and size."""
+    temporaries, left out) by its path there, with its sha256 and size, and for a JSON, JSON-lines or CSV artifact
+    the digests of its content once the measurement fields are out (on one machine kind, and across machine kinds):
+    a record whose bytes differ only in its timings still compares equal from a listing."""
     tree = open_tree(path)
     if tree.is_listing:
-        return {"schema": LISTING_SCHEMA, "files": dict(sorted(tree.files.items()))}
-    return {"schema": LISTING_SCHEMA, "files": {rel: _entry(tree.results / rel) for rel in sorted(tree.paths())}}
+        return {"schema": LISTING_SCHEMA, "normalised_by": tree.normalised_by, "files": dict(sorted(tree.files.items()))}
+    tol = tolerances or load_tolerances()
+    files = {}
+    for rel in sorted(tree.paths()):
+        files[rel] = _entry(tree.results / rel)
+        for across, key in CONTENT_KEYS.items():
+            if (digest := _content_digest(tree, rel, tol, across)) is not None:
+                files[rel][key] = digest
+    return {"schema": LISTING_SCHEMA, "normalised_by": tol.normalisation(), "files": files}
+
+
+CONTENT_KEYS = {False: "content_sha256", True: "content_sha256_across_machines"}
+
+
+def _content_digest(tree: Tree, rel: str, tol: Tolerances, across_machines: bool) -> str | None:
+    """sha256 of a JSON, JSON-lines or CSV artifact of a directory tree as it is compared once its measurement fields
+    (and across machines, its machine fields) are out; None for any other file, or one that does not parse."""
+    import hashlib
+
+    suffix = rel.rsplit(".", 1)[-1]
+    if suffix not in ("json", "jsonl", "csv") or tree.is_listing:
+        return None
+    subs = tree.workdirs()
+    ctx = _Context(dropped=tol.dropped(across_machines), entry_fields=set(tol.file_entry_fields), subs=(subs, subs),
+                   measured=tol.measured(rel))
+    path = tree.results / rel
+    try:
+        if suffix == "csv":
+            import pandas as pd
+
+            table = pd.read_csv(path)
+            keep = [c for c in table.columns if not ctx.dropped(str(c)) and not (
+                ctx.measured and pd.api.types.is_numeric_dtype(table[c]) and not pd.api.types.is_bool_dtype(table[c]))]
+            table = table[keep].apply(lambda col: col.map(lambda v: _text(v, subs) if isinstance(v, str) else v))
+            text = table.to_csv(index=False)
+        else:
+            content = _prepared(_read_json(path, "", lines=suffix == "jsonl"), ctx, subs, {})
+            text = json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    except (_Different, OSError, UnicodeDecodeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def tree_state(path: str | Path) -> str:
@@ -223,10 +273,10 @@ class _Different(Exception):
 
 
 def compare_trees(a: Tree | str | Path, b: Tree | str | Path, tolerances: Tolerances | None = None, *,
-                  across_machines: bool = False, include: Iterable[str] = ("**",),
+                  across_machines: bool = False, ignore: Iterable[str] = (), include: Iterable[str] = ("**",),
                   exclude: Iterable[str] = ()) -> list[Row]:
     """One row per artifact of either tree (by path under results/, sorted) that an `include` glob matches and no
-    `exclude` glob does."""
+    `exclude` glob does; `ignore`: field names left out besides the declared ones, for this comparison only."""
     a = a if isinstance(a, Tree) else open_tree(a)
     b = b if isinstance(b, Tree) else open_tree(b)
     tol = tolerances or load_tolerances()
@@ -241,11 +291,12 @@ def compare_trees(a: Tree | str | Path, b: Tree | str | Path, tolerances: Tolera
             side, other = ("A", "B") if rel in in_a else ("B", "A")
             rows.append(Row(f"results/{rel}", kind.name, "missing", f"only in {side} ({other} lacks it)", ""))
             continue
-        rows.append(compare_artifact(rel, a, b, tol, across_machines=across_machines))
+        rows.append(compare_artifact(rel, a, b, tol, across_machines=across_machines, ignore=tuple(ignore)))
     return rows
 
 
-def compare_artifact(rel: str, a: Tree, b: Tree, tol: Tolerances, *, across_machines: bool = False) -> Row:
+def compare_artifact(rel: str, a: Tree, b: Tree, tol: Tolerances, *, across_machines: bool = False,
+                     ignore: tuple[str, ...] = ()) -> Row:
     """The verdict on the file at `rel` (under results/) of both trees."""
     kind = tol.kind_of(rel)
     row = lambda verdict, figures, tolerance="": Row(f"results/{rel}", kind.name, verdict, figures, tolerance)  # noqa: E731
@@ -254,16 +305,23 @@ def compare_artifact(rel: str, a: Tree, b: Tree, tol: Tolerances, *, across_mach
         eb = b.files[rel] if b.is_listing else _entry(b.results / rel)
         if ea["sha256"] == eb["sha256"]:
             return row("equal", "same sha256")
+        key, norm = CONTENT_KEYS[across_machines], tol.normalisation()
+        ca, cb = ((t.files[rel].get(key) if t.normalised_by == norm else None) if t.is_listing
+                  else _content_digest(t, rel, tol, across_machines) for t in (a, b))
+        if ca is not None and ca == cb and not ignore:
+            return row("equal", "same content once the measurement fields are out (the listing's content digest)")
         which = " and ".join(s for s, t in (("A", a), ("B", b)) if t.is_listing)
+        stale = [s for s, t in (("A", a), ("B", b)) if t.is_listing and t.normalised_by != norm]
+        note = f"; {' and '.join(stale)} listed under other measurement fields" if stale else ""
         return row("different", f"sha256 differs ({ea['bytes']} vs {eb['bytes']} bytes); {which} a listing: hashes "
-                                "only, no content to hold to a tolerance", "byte for byte")
+                                f"only, no content to hold to a tolerance{note}", "byte for byte")
     pa, pb = a.results / rel, b.results / rel
     if filecmp.cmp(pa, pb, shallow=False):
         return row("equal", "same bytes")
     compare = _comparator(rel, kind, tol)
     if compare is None:
         return row("different", f"bytes differ ({pa.stat().st_size} vs {pb.stat().st_size} bytes)", "byte for byte")
-    ctx = _Context(dropped=tol.dropped(across_machines), entry_fields=set(tol.file_entry_fields),
+    ctx = _Context(dropped=tol.dropped(across_machines, ignore), entry_fields=set(tol.file_entry_fields),
                    subs=(a.workdirs(), b.workdirs()), measured=tol.measured(rel))
     try:
         verdict, figures, tolerance = compare(pa, pb, kind, ctx)
@@ -286,7 +344,7 @@ def markdown(rows: list[Row], a: str, b: str) -> str:
     """The table as a Markdown page: which trees, the counts, one row per artifact."""
     n = counts(rows)
     cell = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    lines = [f"# fourloops compare", "", f"- A: `{a}`", f"- B: `{b}`", "",
+    lines = ["# fourloops compare", "", f"- A: `{a}`", f"- B: `{b}`", "",
              ", ".join(f"{n[v]} {v}" for v in VERDICTS), "", "| " + " | ".join(COLUMNS) + " |",
              "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(cell(getattr(r, c)) for c in COLUMNS) + " |" for r in rows]
@@ -304,7 +362,7 @@ class _Context:
 
 def _comparator(rel: str, kind: Kind, tol: Tolerances):
     suffix = rel.rsplit(".", 1)[-1] if "." in rel.rsplit("/", 1)[-1] else ""
-    if suffix in ("json", "jsonl"):  # a JSON artifact is always read: its measurement fields are never its result
+    if suffix in ("json", "jsonl"):  # read whatever the kind declares: the measurement fields are left out of all
         return _json_lines if suffix == "jsonl" else _json
     if suffix == "csv":
         return _csv
@@ -323,7 +381,8 @@ def _tolerance_text(kind: Kind, ctx: _Context, rel: str) -> str:
         return f"same names and shapes, max |Δ| ≤ {_num(kind.tensors['max_abs'])}"
     if rel.endswith(".html") and kind.numbers:
         return f"same text, numbers {_spec_text(kind.numbers)}"
-    return "; ".join(f"{name} {_spec_text(spec)}" for name, spec in kind.fields.items()) or "equal"
+    return ("; ".join(f"{name} {_spec_text(spec)}" for name, spec in kind.fields.items())
+            or "equal once the measurement fields are out")
 
 
 def _num(x: float) -> str:
