@@ -9,7 +9,8 @@ from fourloops import cli, guard
 
 
 def test_every_subcommand_is_tested_here():
-    assert set(cli.SUBCOMMANDS) == {"plan", "guard", "probes", "pods"}
+    """Here, or in its own file: compare in tests/test_compare.py (it drives `fourloops compare` throughout)."""
+    assert set(cli.SUBCOMMANDS) == {"plan", "guard", "probes", "pods", "compare"}
 
 
 def test_plan_routes_to_the_planner(tmp_path, capsys):
