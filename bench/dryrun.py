@@ -4,7 +4,9 @@
 
 The series (SERIES) grows conditions x styles x azimuths: the default config's 22 jobs of
 `snakemake -n results/ladder.csv`, then more conditions, restyle styles (their drift and grades tables are
-targets too) and azimuths (more files per job), all on the smoke profile.
+targets too) and azimuths (more files per job), all on the smoke profile. A point of --sizes is a size of the series
+or a shape CxSxA of its own (conditions x styles x azimuths): 40x0x24 and 40x0x72 are the same 130 jobs with 24 and
+72 views per generate job (and as many keypoint files per keypoints job, fit inputs per fit job).
 
 Bare Snakemake runs a Snakefile made from fourloops' own cold dry-run: the same jobs with the same number
 of input, output, log and benchmark files, the same edges between them, each job a `touch`, under the same
@@ -83,6 +85,18 @@ PHASES = {
 
 
 # ------------------------------------------------------------------------------------------ the DAGs
+def shape_of(point: str) -> tuple[int, int, int]:
+    """(conditions, styles, azimuths) of a point of --sizes: a size of SERIES, or CxSxA."""
+    if point.isdigit() and int(point) in SERIES:
+        return SERIES[int(point)]
+    if m := re.fullmatch(r"(\d+)x(\d+)x(\d+)", point):
+        c, s, a = (int(x) for x in m.groups())
+        if c >= 4 and 1 <= a <= 360:
+            return c, s, a
+    raise SystemExit(f"--sizes {point}: allowed: a size of the series {sorted(SERIES)}, or CxSxA (conditions >= 4 x "
+                     "styles x azimuths 1..360), e.g. 40x0x24")
+
+
 def scale_config(conditions: int, styles: int, azimuths: int) -> tuple[dict | None, list[str]]:
     """The --configfile (None: the default config) and the targets of one point of the series."""
     if (conditions, styles, azimuths) == SERIES[22]:
@@ -246,7 +260,7 @@ def phases(kind: str, cmd: list[str], root: Path) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ warm directories
-def warm_directories(size: int, configfile: Path | None, targets: list[str], bare_file: Path, bare_targets,
+def warm_directories(size: str, configfile: Path | None, targets: list[str], bare_file: Path, bare_targets,
                      root: Path) -> tuple[Path, Path]:
     """fourloops' complete smoke run and bare's complete touch run for one size (built once, then reused)."""
     ours_dir, bare_dir = root / str(size) / "fourloops", root / str(size) / "bare"
@@ -275,18 +289,17 @@ def main() -> int:
         return phases_child(sys.argv[2], sys.argv[3], sys.argv[4:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--sizes", default="22,100,500", help=f"points of the series, of {sorted(SERIES)}")
-    ap.add_argument("--warm", default="22,100,500", help="sizes also measured warm ('' for none)")
+    ap.add_argument("--sizes", default="22,100,500", help=f"points: sizes of the series {sorted(SERIES)}, or CxSxA")
+    ap.add_argument("--warm", default="22,100,500", help="points also measured warm ('' for none)")
     ap.add_argument("--warm-dir", default=str(Path(tempfile.gettempdir()) / "fourloops-dryrun-warm"),
                     help="where the complete runs of the warm series are kept between bench runs")
     ap.add_argument("--no-plan", action="store_true", help="leave `fourloops plan` out")
     ap.add_argument("--prepare", action="store_true", help="only build the warm directories, measure nothing")
     args = ap.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",") if s]
-    warm = {int(s) for s in args.warm.split(",") if s} & set(sizes)
-    unknown = [s for s in sizes if s not in SERIES]
-    if unknown:
-        raise SystemExit(f"--sizes {unknown}: not in the series; allowed: {sorted(SERIES)}")
+    sizes = [s for s in args.sizes.split(",") if s]
+    warm = {s for s in args.warm.split(",") if s} & set(sizes)
+    for point in sizes:
+        shape_of(point)
     scratch = Path(tempfile.mkdtemp(prefix="fourloops-dryrun-"))
     try:
         return run(args, sizes, warm, scratch)
@@ -294,7 +307,7 @@ def main() -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def run(args, sizes: list[int], warm: set[int], scratch: Path) -> int:
+def run(args, sizes: list[str], warm: set[str], scratch: Path) -> int:
     print(f"machine: {platform.node()} {platform.machine()} cpus={os.cpu_count()} "
           f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     if "PYTHONDONTWRITEBYTECODE" in os.environ:
@@ -302,7 +315,7 @@ def run(args, sizes: list[int], warm: set[int], scratch: Path) -> int:
               "compiled modules; the series' first, untimed runs compile them)", flush=True)
     points = {}
     for size in sizes:
-        c, s, a = SERIES[size]
+        c, s, a = shape_of(size)
         config, targets = scale_config(c, s, a)
         cfg = None
         if config is not None:
@@ -379,11 +392,13 @@ def run(args, sizes: list[int], warm: set[int], scratch: Path) -> int:
     print("  fourloops ms/job: (snakemake -n - bare) / jobs, what fourloops adds per job of the DAG")
     print("  cpu: medians of the same runs' CPU seconds (user + system); the load of other work moves them least")
     print("\nfourloops' parse-time phases (ms; one in-process run each, timers around its functions)")
-    print(f"{'jobs':>5} {'state':5} {'command':14} " + " ".join(f"{p:>12}" for p in PHASES)
+    print(f"{'jobs':>5} {'state':5} {'c x s x az':>11} {'command':14} " + " ".join(f"{p:>12}" for p in PHASES)
           + f" {'sum':>8} {'sum/job':>8} {'total':>8}")
     for size, state, kind, ph in phase_rows:
         total = sum(ph[p] for p in PHASES)
-        print(f"{points[size]['jobs']:5d} {state:5} {kind:14} " + " ".join(f"{1000 * ph[p]:12.1f}" for p in PHASES)
+        shape = "x".join(str(x) for x in points[size]["shape"])
+        print(f"{points[size]['jobs']:5d} {state:5} {shape:>11} {kind:14} "
+              + " ".join(f"{1000 * ph[p]:12.1f}" for p in PHASES)
               + f" {1000 * total:8.1f} {1000 * total / points[size]['jobs']:8.2f} {1000 * ph['total']:8.1f}")
     print("  total: the whole in-process command; sum: fourloops' phases within it")
     for case, t in times.items():

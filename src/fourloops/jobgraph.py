@@ -51,7 +51,7 @@ class JobGraph:
         self._walks: dict = {}
         self._inputs: dict = {}
         self._outputs: dict = {}
-        self._products = None  # the rules' output patterns by constant prefix, built on first use
+        self._products = None  # the rules' output patterns by constant prefix (_patterns), built on first use
 
     def params(self, rulename: str, wildcards: dict) -> dict:
         """The rule's params for these wildcards, lineage left out (it is derived from the rest)."""
@@ -89,26 +89,53 @@ class JobGraph:
             self._outputs[key] = list(self.wf.get_rule(rulename).expand_output(wildcards)[0])
         return self._outputs[key]
 
+    def _patterns(self) -> tuple[dict, dict]:
+        """Every product (output, log, benchmark) of every rule with outputs, by its constant prefix and then its
+        constant suffix, as Snakemake's OutputIndex keeps them, but per pattern: a path is matched only against the
+        patterns whose constant prefix and suffix it has, the only ones that can match it.
+
+        The prefixes are found without a walk over all of them (Snakemake's PrefixLookup bisects over every prefix
+        and steps back one common prefix at a time, a few dozen Python calls a path): a prefix whose patterns have no
+        wildcard matches only the path it is (`exact`: a rule whose outputs the config expands, render's az000.png
+        ..., has one such prefix per file, hundreds in all), and the others (`under`) are kept by the folder they
+        end in, so a path asks only the folders above it."""
+        if self._products is None:
+            groups: dict[str, dict[str, list]] = {}
+            for rule in self.wf.rules:
+                if rule.output:
+                    for i, o in enumerate(rule.products()):
+                        groups.setdefault(str(o.constant_prefix()), {}).setdefault(
+                            str(o.constant_suffix()), []).append((rule, i, o))
+            exact: dict[str, tuple] = {}
+            under: dict[str, list] = {}  # folder (up to its last /, "" for none) -> [(prefix, group)]
+            for prefix, by_suffix in groups.items():
+                group = (sorted({len(s) for s in by_suffix}), by_suffix)
+                if any(o.get_wildcard_names() for patterns in by_suffix.values() for _, _, o in patterns):
+                    under.setdefault(prefix[:prefix.rfind("/") + 1], []).append((prefix, group))
+                else:
+                    exact[prefix] = group
+            self._products = (exact, under)
+        return self._products
+
+    def _candidates(self, path: str):
+        """The (lengths of the constant suffixes, patterns by constant suffix) of each constant prefix of `path`."""
+        exact, under = self._patterns()
+        if (group := exact.get(path)) is not None:
+            yield group
+        end = 0
+        while True:
+            for prefix, group in under.get(path[:end], ()):
+                if path.startswith(prefix):
+                    yield group
+            end = path.find("/", end) + 1
+            if not end:
+                return
+
     def producers(self, path: str) -> list[tuple[str, dict]]:
         """(rule, wildcards) of the jobs that would make `path` (none for a source file)."""
         if path not in self._producers:
-            if self._products is None:
-                from snakemake.common.prefix_lookup import PrefixLookup
-
-                # every product (output, log, benchmark) of every rule with outputs, by its constant prefix and
-                # then its constant suffix, as Snakemake's OutputIndex keeps them, but per pattern: a path is
-                # matched only against the patterns whose constant prefix and suffix it has, the only ones that
-                # can match it; one entry per prefix, so the lookup yields a few groups, not every pattern
-                groups: dict[str, dict[str, list]] = {}
-                for rule in self.wf.rules:
-                    if rule.output:
-                        for i, o in enumerate(rule.products()):
-                            groups.setdefault(str(o.constant_prefix()), {}).setdefault(
-                                str(o.constant_suffix()), []).append((rule, i, o))
-                self._products = PrefixLookup([(prefix, (sorted({len(s) for s in by_suffix}), by_suffix))
-                                               for prefix, by_suffix in groups.items()])
             matched: dict = {}  # rule -> [(index of the pattern in rule.products(), its wildcards)]
-            for _, (lengths, by_suffix) in self._products.match_iter(path):
+            for lengths, by_suffix in self._candidates(path):
                 for n in lengths:
                     if n > len(path):
                         break
