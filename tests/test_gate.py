@@ -443,3 +443,27 @@ def test_snakemake_publish_publishes_a_current_real_ladder_and_refuses_it_once_a
                for ln in out.splitlines()), out[-3000:]
     after = {p.name: p.read_bytes() for p in (built_copy / "results/published").iterdir() if p.is_file()}
     assert after == before
+
+
+# --------------------------------------------------------------------------- rule 8: the determinism settings
+ON = {"applied": True, "mode": "on", "torch_loaded": True, "deterministic_algorithms": True,
+      "deterministic_warn_only": False}
+
+
+def test_rule8_a_gpu_job_upstream_without_the_determinism_settings_is_refused(work):
+    work.chain("results/ladder.csv")
+    assert work.gate([corpus("results/ladder.csv")]).refusals == []  # CPU records that never loaded torch: nothing
+    data = {"peak_vram_gib": 15.4}  # the generator on a card, with no settings recorded (made before them)
+    work.job("generate", "A", ["results/render/A.png"], {"results/generate/A.png": b"viewA"}, precision="bf16",
+             **data)
+    out = work.gate([corpus("results/ladder.csv")])
+    assert rules_broken(out) == {8} and "did not apply fourloops.determinism" in out.refusals[0].evidence
+    assert "generate" in out.refusals[0].evidence and "FOURLOOPS_DETERMINISM" in out.refusals[0].fix
+    # the settings off where it ran (a bench's baseline) is refused by name; on, the ladder passes
+    work.job("generate", "A", ["results/render/A.png"], {"results/generate/A.png": b"viewA"}, precision="bf16",
+             determinism={**ON, "mode": "off"}, **data)
+    out = work.gate([corpus("results/ladder.csv")])
+    assert rules_broken(out) == {8} and "FOURLOOPS_DETERMINISM=off" in out.refusals[0].evidence
+    work.job("generate", "A", ["results/render/A.png"], {"results/generate/A.png": b"viewA"}, precision="bf16",
+             determinism=ON, **data)
+    assert work.gate([corpus("results/ladder.csv")]).refusals == []

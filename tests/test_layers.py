@@ -21,7 +21,7 @@ LAYERS = (
     ("facts and YAML checks", {"yamlcheck", "anny_tables", "coco", "backends", "filecheck", "tables", "records",
                                "io"}),
     ("config and machines", {"config", "machines", "card", "model_sets", "names"}),
-    ("asks and preflight", {"asks", "preflight"}),
+    ("asks and preflight", {"asks", "batching", "preflight"}),
     ("stage declarations and the jobs' code", {"stage", "stages.*", "declarations.*"}),
     ("the job graph", {"jobgraph", "targets"}),
     ("walls", {"walls"}),

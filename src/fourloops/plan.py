@@ -48,6 +48,7 @@ class PlannedJob:
     partition: str = ""  # on a SLURM cluster: "partition <name>", "here (desk)" or "refused"
     levers: dict | None = None  # a refused job: what would make it fit (fourloops.levers.Levers.as_dict)
     rented: bool = False  # the RunPod executor runs it on a rented pod (a pod job, the container's on a pod host)
+    batch: int = 1  # items a call on the machine it runs on (fourloops.batching: `auto` resolved there)
 
 
 def planned(view, targets: list[str]) -> dict:
@@ -147,7 +148,7 @@ def build(workflow, machine_name: str | None, runpod: dict | None = None, execut
             needs=_needs(dag, job, jobs), in_mb=round(moved[0], 3), out_mb=round(moved[1], 3),
             partition=placed.where[pending.output] if placed else "",
             levers=found[(pending.rule, tuple(checks))].as_dict() if (pending.rule, tuple(checks)) in found else None,
-            rented=rented,
+            rented=rented, batch=int(getattr(ask, "batch", 1) or 1),
         ))
         # a rented pod is not the pod a run on one starts its own jobs on (config machine pod): a total of its own
         t = totals.setdefault(_rented(runs_on) if rented else runs_on, {"jobs": 0, "seconds": 0.0, "cost_usd": 0.0})
@@ -256,13 +257,13 @@ def _verdict(j: dict) -> str:
 def format_plan(plan: dict) -> str:
     if not plan["jobs"]:
         return f"plan on {plan['machine']}: nothing to be done"
-    head = ("rule", "output", "profile", "runs on", "walls there", "time", "cost", "why")
+    head = ("rule", "output", "profile", "runs on", "batch", "walls there", "time", "cost", "why")
 
     def runs_on(j: dict) -> str:
         return j.get("partition") or (_rented(j["machine"]) if j.get("rented") else j.get("machine", ""))
 
-    rows = [(j["rule"], j["output"], j["profile"], runs_on(j), _verdict(j), _hms(j["seconds"]), _usd(j["cost_usd"]),
-             j["why"]) for j in plan["jobs"]]
+    rows = [(j["rule"], j["output"], j["profile"], runs_on(j), str(j.get("batch", 1)), _verdict(j), _hms(j["seconds"]),
+             _usd(j["cost_usd"]), j["why"]) for j in plan["jobs"]]
     executor = plan.get("executor")
     lines = [f"plan of a run on {plan['machine']}" + (f" under the {executor} executor" if executor in (
         "runpod", "slurm") else "") + ":", format_table(head, rows), "", "totals per machine:"]

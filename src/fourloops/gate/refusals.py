@@ -14,6 +14,7 @@ RULES = {
     5: "provenance missing or does not match",
     6: "out of date",
     7: "dirty git tree",
+    8: "a GPU job upstream ran without the determinism settings",
 }
 
 

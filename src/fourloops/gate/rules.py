@@ -1,10 +1,11 @@
-"""The seven rules, judged per artifact (numbers as in fourloops.gate's docstring and RULES)."""
+"""The eight rules, judged per artifact (numbers as in fourloops.gate's docstring and RULES)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Iterable
 
+from fourloops.determinism import reproducible
 from fourloops.gate.lineage import Lineage, chain, lineage
 from fourloops.gate.listing import Artifact
 from fourloops.gate.precision import DEFAULT_DENY, PRECISION_TOKENS, is_quantised, name_tokens, record_precisions
@@ -117,6 +118,18 @@ def evaluate(
             if hits:
                 refuse(art, 3, f"name carries {', '.join(hits)}",
                        "name the deliverable for what it is; its precision goes in the manifest")
+
+        # rule 8: every job upstream that computed with torch ran with the determinism settings (a GPU job's bytes
+        # are reproducible on its machine kind only so: fourloops.determinism)
+        for rec in lin.records:
+            settings = rec.data.get("determinism")
+            used_cuda = rec.data.get("peak_vram_gib") is not None
+            if (settings and settings.get("applied")) or used_cuda:
+                ok, why = reproducible(settings)
+                if not ok:
+                    refuse(art, 8, f"{chain(lin, rec)}: {why} ({rec.path})",
+                           f"rebuild it with the settings on (unset FOURLOOPS_DETERMINISM): snakemake --forcerun {rec.data.get('rule')}")
+                    break
 
         # rule 7: the code each record of the lineage was made from
         if not allow_dirty:

@@ -1,0 +1,164 @@
+"""The reproducibility pair's account, from its committed records (bench/gpu_run.sh repro on a lent GPU):
+
+  * the pair: the sizing DAG run twice in two fresh working directories; every output's sha256 in each
+    (listing-1.txt, listing-2.txt); where the bytes differ, the two files themselves (w1/, w2/: the records and tables,
+    images and tensors left out, their hashes being in the listings) compared by `fourloops compare`, which leaves the
+    measurement fields of config/compare.yaml out;
+  * the trace (bench/repro_trace.py): the first module whose output differed between two processes, settings off and on;
+  * the cost: each GPU rule's job run alone with the settings off, then on (cost-off/, cost-on/), whole job and the
+    parts the job times itself;
+  * the batch: each generate or restyle job's VRAM ask at its batch against what the driver saw.
+
+    .venv/bin/python bench/repro_table.py bench/results/repro-h100-2026-12-07 [--write]
+
+--write puts the account in the record's summary.md (tests/test_repro.py regenerates it and compares).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+
+def _listing(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        sha, rel = line.split(maxsplit=1)
+        out[rel.strip()] = sha
+    return out
+
+
+# what the cost pass's jobs wrote that holds no time (their views, keypoints, LoRA, its curve and the embeddings)
+RERUN_FILES = ("results/lora/camera.safetensors", "results/lora/camera.loss.png", "results/lora/embeddings.safetensors")
+
+
+def pair(record: Path) -> dict:
+    from fourloops import compare
+
+    one, two = _listing(record / "listing-1.txt"), _listing(record / "listing-2.txt")
+    same = sorted(p for p in one if two.get(p) == one[p])
+    differ = sorted(p for p in one if p in two and two[p] != one[p])
+    missing = sorted(set(one) ^ set(two))
+    tol = compare.load_tolerances()
+    a, b = compare.open_tree(record / "w1"), compare.open_tree(record / "w2")
+    # the cost pass re-ran five jobs in w1 afterwards, without the pair's FOURLOOPS_MACHINE: their records there are
+    # that pass's, whose `machine` block names another profile; the rest of each record is compared
+    rows = [compare.compare_artifact(p.removeprefix("results/"), a, b, tol, ignore=("machine",)) for p in differ]
+    third = _listing(record / "listing-1-after-cost.txt")
+    made = [p for p in third if p in one and (p.startswith(("results/generate/A/az", "results/keypoints/A/"))
+                                              or p in RERUN_FILES)]
+    rerun = sorted(p for p in made if third[p] == one[p])
+    changed = sorted(p for p in made if third[p] != one[p])
+    return {"files": len(set(one) | set(two)), "bytes_equal": len(same), "bytes_differ": differ, "missing": missing,
+            "rows": rows, "third_equal": rerun, "third_changed": changed}
+
+
+def trace(record: Path) -> dict:
+    out = {}
+    for mode in ("off", "on"):
+        path = record / "trace" / f"compare-{mode}.json"
+        if path.exists():
+            out[mode] = json.loads(path.read_text())
+    return out
+
+
+def _parts(rec: dict) -> float | None:
+    """The seconds a job times itself past its load: its views, images, prompts or training."""
+    t = rec.get("timing") or {}
+    for key in ("view_seconds", "image_seconds", "prompt_seconds"):
+        if key in t:
+            return sum(t[key])
+    return rec.get("train_seconds")
+
+
+def costs(record: Path) -> list[dict]:
+    rows = []
+    for on in sorted((record / "cost-on").rglob("*.json")):
+        rel = on.relative_to(record / "cost-on")
+        off = record / "cost-off" / rel
+        a, b = json.loads(off.read_text()), json.loads(on.read_text())
+        rows.append({"job": str(rel.with_suffix("")), "modes": (a["determinism"]["mode"], b["determinism"]["mode"]),
+                     "off": a["wall_seconds"], "on": b["wall_seconds"], "off_parts": _parts(a), "on_parts": _parts(b)})
+    return rows
+
+
+def batches(record: Path) -> list[dict]:
+    rows = []
+    for w in ("w1", "w2"):
+        for path in sorted((record / w / "results" / "provenance").glob("*/*.json")):
+            rec = json.loads(path.read_text())
+            batch = (rec.get("timing") or {}).get("batch")
+            if rec.get("rule") not in ("generate", "restyle") or not batch or not rec.get("nvml_peak_gib"):
+                continue
+            asked = rec["resources"]["vram_mb"] / 1024
+            rows.append({"job": f"{w} {rec['rule']} {path.stem}", "batch": batch, "asked": asked,
+                         "nvml": rec["nvml_peak_gib"], "torch": rec["peak_vram_gib"]})
+    return rows
+
+
+def report(record: Path) -> str:
+    p, t, c, b = pair(record), trace(record), costs(record), batches(record)
+    first = json.loads((record / "w1" / "results" / "provenance" / "generate" / "A.json").read_text())
+    d = first["determinism"]
+    lines = [f"# The reproducibility pair in {record.name}", "",
+             f"Made by `.venv/bin/python bench/repro_table.py bench/results/{record.name} --write` from the records "
+             f"beside it. Machine: {d['versions']['gpu']} (compute capability {d['versions']['capability']}), "
+             f"driver {first['gpu']['driver']}, torch {d['versions']['torch']}, CUDA {d['versions']['cuda']}, cuDNN "
+             f"{d['versions']['cudnn']}; code {first['code']['commit'][:12]}, dirty {first['code']['dirty']}.", "",
+             "## The pair: the sizing DAG twice, two fresh working directories, two snakemake runs", "",
+             f"- outputs: {p['files']}; the same bytes: {p['bytes_equal']}; different bytes: {len(p['bytes_differ'])}; "
+             f"in one run only: {len(p['missing'])}", ""]
+    verdicts: dict[str, int] = {}
+    for row in p["rows"]:
+        verdicts[row.verdict] = verdicts.get(row.verdict, 0) + 1
+    lines += [f"- of the {len(p['rows'])} whose bytes differ, by `fourloops compare` (measurement fields out): "
+              + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())), "",
+              "| artifact | verdict | what differs |", "|---|---|---|"]
+    lines += [f"| `{row.artifact}` | {row.verdict} | {row.figures} |" for row in p["rows"]]
+    lines += ["", f"A third run of five of the GPU jobs (the cost pass's with the settings on, alone on the card, in w1): "
+              f"{len(p['third_equal'])} of their views, keypoints, tensors and the loss curve the same bytes as the pair's, "
+              f"{len(p['third_changed'])} changed (listing-1-after-cost.txt)."]
+    lines += ["", "## The trace: the first module whose output differed between two processes", "",
+              "| settings | view image equal | generate | LoRA forward | LoRA gradients |", "|---|---|---|---|---|"]
+    for mode, r in t.items():
+        def first_of(part):
+            fd = r[part]["first_difference"]
+            return "all equal" if fd is None else f"first: `{fd['a'][0]}` ({r[part]['modules_differing']} modules)"
+        lines.append(f"| {mode} | {r['image_equal']} | {first_of('generate')} | {first_of('lora_forward')} | "
+                     f"{first_of('lora_grads')} |")
+    for mode, r in t.items():
+        steps = r["seconds"]["lora_steps"]
+        lines.append(f"- {mode}: view seconds {', '.join(f'{x:.2f}' for x in r['seconds']['view'])}; LoRA step "
+                     f"seconds {'; '.join(', '.join(f'{x:.2f}' for x in s) for s in steps)}")
+    lines += ["", "## What the settings cost: each GPU rule's job alone, off then on (one run each)", "",
+              "| job | off s | on s | on/off | its own parts off s | on s | on/off |", "|---|---|---|---|---|---|---|"]
+    for r in c:
+        parts = (f"{r['off_parts']:.2f} | {r['on_parts']:.2f} | {r['on_parts'] / r['off_parts']:.3f}"
+                 if r["off_parts"] and r["on_parts"] else "- | - | -")
+        lines.append(f"| {r['job']} | {r['off']:.1f} | {r['on']:.1f} | {r['on'] / r['off']:.3f} | {parts} |")
+    lines += ["", "## The batch term: each batched generator job's VRAM ask against the driver's peak", "",
+              "| job | batch | asked GiB | NVML GiB | torch GiB | asked/NVML |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['job']} | {r['batch']} | {r['asked']:.3f} | {r['nvml']:.3f} | {r['torch']:.3f} | "
+              f"{r['asked'] / r['nvml']:.3f} |" for r in b]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("record", type=Path)
+    ap.add_argument("--write", action="store_true", help="write RECORD/summary.md")
+    args = ap.parse_args()
+    text = report(args.record)
+    if args.write:
+        (args.record / "summary.md").write_text(text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

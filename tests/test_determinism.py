@@ -1,0 +1,79 @@
+"""Same inputs, same code, same machine kind: same bytes. Every GPU stage's job applies fourloops.determinism in its
+own process (read back from the process into its record, not taken from a list), and the GPU pair's account
+regenerates from its committed records."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, pinned
+
+from fourloops import determinism
+
+
+def _gpu_rules(tmp_path) -> set[str]:
+    """The rules whose jobs ask a card in a real run of the ladder, the restyle, drift and grades (fourloops plan:
+    their stage's ask, on the desk), whatever the stages declare elsewhere."""
+    plan = subprocess.run([str(Path(sys.executable).with_name("fourloops")), "plan", "-s", str(REPO / "Snakefile"),
+                           "--json", "--configfile", pinned(tmp_path), "--", "results/ladder.csv",
+                           "results/drift/watercolor.csv", "results/grades/watercolor.csv"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    # the plan's JSON says each job's ask whether or not this machine holds the real weights (it holds none)
+    jobs = json.loads(plan.stdout)["jobs"]
+    assert jobs, plan.stderr[-3000:]
+    return {j["rule"] for j in jobs if j["vram_gib"] > 0}
+
+
+def test_every_gpu_stage_applies_the_settings_in_its_own_job_process(smoke_run, restyled_graded, tmp_path):
+    rules = _gpu_rules(tmp_path)
+    assert {"generate", "restyle", "keypoints_generated", "grades", "lora_train", "lora_embeddings"} <= rules
+    records = {}
+    for root in (smoke_run["workdir"], restyled_graded["work"]):
+        for path in sorted((root / "results" / "provenance").rglob("*.json")):
+            data = json.loads(path.read_text())
+            records.setdefault(data["rule"], data)
+    for rule in sorted(rules):
+        assert rule in records, f"no smoke job of GPU rule {rule} to read"
+        state = records[rule]["determinism"]
+        ok, why = determinism.reproducible(state)
+        assert ok, f"rule {rule}: {why}: {state}"
+        # read from the process: torch's own switches, cuBLAS's variable, the job's seed
+        assert state["deterministic_algorithms"] and not state["deterministic_warn_only"], rule
+        assert state["cudnn_deterministic"] and not state["cudnn_benchmark"], rule
+        assert state[determinism.CUBLAS_VAR] == determinism.CUBLAS_VALUE, rule
+        assert state["versions"]["torch"] and "cudnn" in state["versions"], rule
+        seed = records[rule].get("seed")
+        assert state["seed"] == (seed if seed is not None else determinism.NO_SEED), rule
+    # a job that computes nothing with torch records that it applied nothing
+    assert records["fit"]["determinism"]["applied"] is False
+
+
+def test_the_settings_are_refused_by_name_when_the_switch_holds_another_value(monkeypatch):
+    monkeypatch.setenv(determinism.SWITCH, "maybe")
+    with pytest.raises(determinism.DeterminismError, match=r"FOURLOOPS_DETERMINISM='maybe': not a mode; allowed: "
+                                                           r"one of \['on', 'off'\]"):
+        determinism.mode()
+    # a labelled draw's seed is the same in every process and differs by label
+    assert determinism.derived_seed(7, "reference", "x") == determinism.derived_seed(7, "reference", "x")
+    assert determinism.derived_seed(7, "reference", "x") != determinism.derived_seed(7, "reference", "y")
+
+
+def test_the_gpu_pairs_account_regenerates_from_its_records():
+    """bench/results/repro-*/summary.md is what bench/repro_table.py makes from the records beside it: the two GPU
+    runs' outputs all equal (the bytes, or the content once the measurement fields are out), the trace's first
+    difference with the settings off and none with them on."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import repro_table
+
+    for record in sorted((REPO / "bench" / "results").glob("repro-*")):
+        assert (record / "summary.md").read_text() == repro_table.report(record), record
+        pair = repro_table.pair(record)
+        assert not pair["missing"] and all(r.verdict == "equal" for r in pair["rows"]), record
+        trace = repro_table.trace(record)
+        assert trace["on"]["image_equal"] and trace["on"]["lora_grads"]["equal"]
+        assert not trace["off"]["image_equal"]
