@@ -431,7 +431,7 @@ def test_every_number_in_a_schema_has_finite_bounds(name):
 
 def test_shipped_machines_and_models_files_are_valid():
     table = machines.load()
-    assert set(machines.names(table)) == {"desk", "pod", "h200"}
+    assert set(machines.names(table)) == {"desk", "pod", "h200", "h200_pair"}
     assert machines.placeable(table) == ["desk", "pod"]  # the lent measurement machine is never a place to send a job
     facts = load_model_facts(REPO / "config" / "models.yaml")
     assert set(BACKENDS) <= set(facts["models"])

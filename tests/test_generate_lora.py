@@ -347,7 +347,8 @@ def test_the_script_passes_the_jobs_lora_input_and_none_without_it(monkeypatch, 
     monkeypatch.setattr(fourloops.jobs, "job", fake_job)
     monkeypatch.setattr(stage, "generate_stage", lambda **kw: calls.append(kw) or {"seed": 0})
     smk = SimpleNamespace(input=inputs, output=SimpleNamespace(images=["g/az090.png"], manifest="g/views.json"),
-                          config={"machine": "desk"}, params=SimpleNamespace(job={"lora": with_lora}))
+                          config={"machine": "desk"}, params=SimpleNamespace(job={"lora": with_lora}),
+                          resources=SimpleNamespace(batch=1))
     runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "generate.py"),
                    init_globals={"snakemake": smk})
     assert len(calls) == 1 and recorded == [{"seed": 0}]

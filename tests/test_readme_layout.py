@@ -178,6 +178,16 @@ def _walls(table) -> str:
 
 
 # a record (the row's last cell) -> the figure its row gives, made from the record alone
+def _pair(record) -> str:
+    text = record.read_text()
+    files, same, differ = _one(r"^- outputs: (\d+); the same bytes: (\d+); different bytes: (\d+); in one run only: 0$",
+                               text)
+    (equal,) = _one(r"^- of the \d+ whose bytes differ, by `fourloops compare` \(measurement fields out\): (\d+) equal$",
+                    text)
+    assert int(same) + int(equal) == int(files) and equal == differ
+    return f"{files} of {files} outputs equal ({same} the same bytes, {equal} once their measurement fields are out)"
+
+
 COSTS = {
     "bench/results/smoke-ladder-2026-12-05.txt": _smoke_ladder,
     "bench/results/suite-2026-12-06.txt": _suite,
@@ -186,6 +196,7 @@ COSTS = {
     "bench/results/gpu-run-h100-2026-12-06-run46/": _whole_dag,
     "bench/results/gpu-run-h100-2026-12-06-run46/table.md": _forecasts,
     "bench/results/walls-fit-h200-2026-12-01.md": _walls,
+    "bench/results/repro-h100-2026-12-07/summary.md": _pair,
 }
 
 

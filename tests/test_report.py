@@ -43,7 +43,8 @@ def _report_calls(text: str):
 
 def test_every_report_output_has_a_caption_file_that_exists():
     calls = [(path, args) for path in sorted((REPO / "rules").glob("*.smk")) for args in _report_calls(path.read_text())]
-    assert len(calls) == 10, [str(p) for p, _ in calls]  # ladder csv + png, 2 sheets, 2 pages, drift 2, grades, lora loss
+    # ladder csv + png, 2 sheets, 2 pages, drift 2, grades, lora loss, and the comparison with compare.against
+    assert len(calls) == 11, [str(p) for p, _ in calls]
     for path, args in calls:
         caption = re.search(r'caption="([^"]+)"', args)
         assert caption, f"{path.name}: report() without a caption: {args}"

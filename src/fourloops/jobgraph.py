@@ -45,6 +45,9 @@ class JobGraph:
 
     def __init__(self, workflow):
         self.wf = workflow
+        # (rule, wildcards) -> what besides params, code and inputs a job's bytes depend on (the batch a stage whose
+        # bytes change with it runs at on its machine: fourloops.batching), or None; set by the facade
+        self.identity = None
         self._params: dict = {}
         self._lineage: dict = {}
         self._producers: dict = {}
@@ -174,7 +177,9 @@ class JobGraph:
             for path in self.inputs(rulename, wildcards):
                 made_by = self.producers(path)
                 upstream.append([self.lineage(r, wc) for r, wc in made_by] or ["source", path])
-            self._lineage[key] = _digest(self.code(rulename), self.params(rulename, wildcards), upstream)
+            extra = self.identity(rulename, wildcards) if self.identity is not None else None
+            parts = (self.code(rulename), self.params(rulename, wildcards), upstream)
+            self._lineage[key] = _digest(*parts) if extra is None else _digest(*parts, extra)
         return self._lineage[key]
 
     def lineage_param(self):

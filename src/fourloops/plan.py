@@ -316,7 +316,7 @@ def _gate_lines(gate: dict) -> list[str]:
         lines += [f"  - {r['artifact']}: rule {r['rule']} ({RULES[r['rule']]}): {r['evidence']}; {r['fix']}"
                   for r in gate["refusals"]]
     else:
-        lines.append("  as the files are now, rules 1-5 and 7 pass")
+        lines.append("  as the files are now, rules 1-5, 7 and 8 pass")
     lines.append("  rule 6 (an artifact Snakemake would rebuild is refused) is judged by the gate's own dry-run when "
                  "it runs: build first (`snakemake " + " ".join(a["path"] for a in arts) + "`)")
     return lines

@@ -51,7 +51,15 @@ class Workflow:
         self.measured = asks.Measurements.load(Path.cwd(), measured_key, index=self.records)
         self.jobs = JobGraph(workflow)
         self.placement = Placement(workflow, config, self.machines, self.facts, self.measured, self.jobs.params)
+        self.jobs.identity = self._batch_identity
         self.admission = Admission(self.placement, self.jobs.params, self.records, lambda: workflow.global_resources)
+
+    def _batch_identity(self, rulename: str, wildcards: dict) -> dict | None:
+        """A job whose bytes change with its batch (its stage's `batch_changes_bytes`) has the batch it runs at on
+        its machine in its lineage: placed where another batch fits, it runs again."""
+        if not stage_for(rulename).batch_changes_bytes:
+            return None
+        return {"batch": self.placement.ask(rulename, wildcards).batch}
 
     # ------------------------------------------------------------------------------ what the rule files use
     def machine_names(self) -> list[str]:

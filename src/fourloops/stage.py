@@ -141,6 +141,9 @@ class Stage:
     offload_at: "Callable[[dict], tuple[str, ...] | None] | None" = None
     # the GPU components this stage's jobs load, declared here once (the probe and sizing rules read them)
     gpus: tuple[Gpu, ...] = ()
+    # its jobs' bytes change with their batch (fourloops.batching): the batch chosen for the job's machine is then
+    # part of its lineage, so a job placed where another batch fits runs again
+    batch_changes_bytes: bool = False
     # (params, working directory) -> what a job of this stage without output files would judge as the files are
     # now (the publication gate's refusals), which `fourloops plan` shows beside the job; None: nothing to show
     preview: "Callable[[dict, Path], dict] | None" = None

@@ -86,4 +86,7 @@ GENERATOR_KNOBS = GENERATOR.knobs_at(("job", "generator"))
 STAGE = Stage(name="generate", code="fourloops.stages.generate",
               rules=("generate",), profile="pod", ask=ask, needs=needs, measures=measures,
               keep_last_good=True, knobs=GENERATOR_KNOBS, gpus=(GENERATOR,),
+              # a view's low bits change with what else is in its call (the tiny OmniGen2 on the CPU: one view of
+              # three 1/255 off its own; matrix products tile by the batch's rows)
+              batch_changes_bytes=True,
               offload_at=lambda wildcards: ("job", "generator"))

@@ -55,4 +55,5 @@ KNOBS = (
 
 STAGE = Stage(name="lora_train", code="fourloops.stages.lora_train",
               rules=("lora_train",), profile="desk", profile_of=profile_of, ask=ask, needs=needs,
-              measures=measures, keep_last_good=True, knobs=KNOBS)
+              measures=measures, keep_last_good=True, knobs=KNOBS,
+              batch_changes_bytes=True)  # a step's sums run in its micro-batches' order

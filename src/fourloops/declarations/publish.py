@@ -14,7 +14,7 @@ from fourloops.stage import Stage
 
 def preview(params: dict, workdir: Path) -> dict:
     """What the gate would judge as the files are now, publishing nothing: the artifacts of publish.artifacts and
-    the refusals of rules 1-5 and 7. Rule 6 (would Snakemake rebuild it) is a nested dry-run the gate makes when it
+    the refusals of rules 1-5, 7 and 8. Rule 6 (would Snakemake rebuild it) is a nested dry-run the gate makes when it
     runs; it is not asked here."""
     from dataclasses import asdict
 

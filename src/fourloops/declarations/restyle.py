@@ -26,5 +26,5 @@ def needs(params: dict) -> list:
 
 STAGE = Stage(name="restyle", code="fourloops.stages.restyle",
               rules=("restyle",), profile="pod", ask=ask, needs=needs, measures=measures,
-              keep_last_good=True, knobs=GENERATOR_KNOBS,
+              keep_last_good=True, knobs=GENERATOR_KNOBS, batch_changes_bytes=True,
               offload_at=lambda wildcards: ("job", "generator"))

@@ -16,6 +16,8 @@ Rules (numbers are what a refusal names):
   6 out of date      Snakemake would rebuild it (its inputs, params or code changed): rebuild first
   7 dirty tree       the tree is dirty (now, or when anything in the lineage was made) and the config
                      does not allow it; when allowed, the manifest says dirty
+  8 determinism      a job of the lineage held a GPU, or applied the determinism settings, and its record does not
+                     show them on (fourloops.determinism): its bytes would not be reproducible on its machine kind
 
 Lineage: the producing record's inputs are followed by (path, sha256) to the records that produced
 exactly those bytes, all the way to files no record produced (renders' sources, user checkpoints).
@@ -25,7 +27,7 @@ Paths are relative to the Snakemake working directory. Functions take paths and 
 `snakemake_staleness` runs Snakemake (a dry-run summary in a subprocess).
 
 Modules, one per concern: listing (config -> artifacts), lineage (walking the provenance records of
-fourloops.records), precision (names and quantisation), rules (the seven rules), refusals (what a
+fourloops.records), precision (names and quantisation), rules (the eight rules), refusals (what a
 refusal says, and its table), staleness (rule 6: Snakemake's dry-run summary), manifest, swap (the
 atomic publication).
 """

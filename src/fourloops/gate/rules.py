@@ -24,7 +24,7 @@ def evaluate(
     code: dict | None = None,
     stale: dict[str, str | None] | None = None,
 ) -> tuple[list[Refusal], dict[str, tuple[Record, Lineage, dict]]]:
-    """Every refusal for every artifact (rules 1-7), and, per artifact that has one, its producing
+    """Every refusal for every artifact (rules 1-8), and, per artifact that has one, its producing
     record, lineage and current file entry (for the manifest).
 
     `code` is the tree's code version now ({commit, dirty}); `stale` maps each artifact path to None
