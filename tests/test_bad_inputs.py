@@ -293,7 +293,7 @@ def _text_case(old, new):
 
 
 MACHINES_CASES = [
-    (_machines_dict_case(lambda d: d.pop("desk")), "cluster.submit_host = 'desk': not a machine of this file; allowed: one of ['pod', 'h200']"),
+    (_machines_dict_case(lambda d: d.pop("desk")), "cluster.submit_host = 'desk': not a machine of this file; allowed: one of ['pod', 'h200', 'h200_pair']"),
     (_machines_dict_case(lambda d: d.pop("pod")), "the key 'pod' is missing"),
     (_text_case("vram_gib: 24.0", "vram_gib: lots"), "line 12: desk.gpu.vram_gib = 'lots': not allowed; allowed: a finite number > 0"),
     (_text_case("vram_gib: 24.0", "vram_gib: 24e0"), "desk.gpu.vram_gib = '24e0': '24e0' is text in YAML: write 24.0e+0"),

@@ -45,7 +45,7 @@ def test_plan_names_a_config_file_or_machine_snakemake_would_refuse_with_its_fil
         "with -- before the targets); allowed: a YAML file of config keys",
         "  --workflow-profile 'profiles/nope': no profile there (Snakemake would plan without one, silently); "
         "allowed: one of profiles/{default,pod,sizing,sizing-gpu,slurm,smoke}, or a folder holding a config.yaml",
-        "  --machine 'laptop': not a machine of config/machines.yaml; allowed: one of ['desk', 'pod', 'h200', "
+        "  --machine 'laptop': not a machine of config/machines.yaml; allowed: one of ['desk', 'pod', 'h200', 'h200_pair', "
         "'cluster']"]
     assert not any(p.name == ".snakemake" for p in tmp_path.iterdir())  # nothing ran
 
@@ -160,7 +160,7 @@ def test_plan_takes_a_workflow_profile_as_snakemake_finds_it(tmp_path, monkeypat
     code = cli.main(["plan", "--workflow-profile", given, "--machine", "laptop", "results/render/az000.png"])
     err = capsys.readouterr().err
     assert code == 2 and err.splitlines()[1:] == [
-        "  --machine 'laptop': not a machine of config/machines.yaml; allowed: one of ['desk', 'pod', 'h200', "
+        "  --machine 'laptop': not a machine of config/machines.yaml; allowed: one of ['desk', 'pod', 'h200', 'h200_pair', "
         "'cluster']"], err
 
 

@@ -409,7 +409,7 @@ def test_an_invalid_config_value_plans_nothing_with_exit_2_naming_key_value_and_
     assert proc.stderr.splitlines() == [
         "fourloops plan: nothing was planned:",
         "  --config: machine = 'nowhere': not a machine of config/machines.yaml; allowed: one of ['desk', 'pod', "
-        "'h200', 'cluster']"]
+        "'h200', 'h200_pair', 'cluster']"]
     # the workflow's other refusals while it is read (a model set this directory does not hold), the same way
     (tmp_path / ".fourloops-model-set").write_text("smoke\n")
     proc = plan_proc(tmp_path, "--config", "model_set=real", "--", "results/render/az000.png")

@@ -81,7 +81,7 @@ def test_a_submit_host_that_is_no_single_machine_of_the_file_is_refused_naming_k
     with pytest.raises(machines.MachinesError) as err:
         machines.load(path)
     assert (f"{path}: cluster.submit_host = {value!r}: not a machine of this file; allowed: one of "
-            "['workstation', 'pod', 'h200']") in str(err.value), str(err.value)
+            "['workstation', 'pod', 'h200', 'h200_pair']") in str(err.value), str(err.value)
 
 
 def test_the_slurm_executor_without_a_cluster_in_the_machines_file_names_what_is_missing(tmp_path):

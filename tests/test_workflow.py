@@ -445,7 +445,7 @@ TARGETS_NO_RULE_MAKES = {
                                     "of az000.png, az045.png",
     "results/generate/Q/views.json": "condition = 'Q' is not allowed for rule generate",
     "results/fit/nope.json": "allowed: one of A, B, C, D, floor, floor_gt",
-    "results/nosuch.csv": "no file is there; allowed: a rule (all, ladder, ",  # no rule output has its shape
+    "results/nosuch.csv": "no file is there; allowed: a rule (all, compare, ladder, ",  # no rule output has its shape
 }
 
 

@@ -38,7 +38,14 @@ def card_gib(machine: str, provided_vram_mb: int | None = None) -> float | None:
     from fourloops import machines
 
     try:
-        found = machines.machine(machines.load(), machine).vram_gib
+        table = machines.load()
+        if machine in machines.clusters(table):
+            # a SLURM cluster: its smallest partition's card, so that a job that fits there at this batch still goes
+            # to the default or the smallest partition (fourloops.slurm places a job by its ask)
+            cards = [p.machine.vram_gib for p in machines.cluster(table, machine).partitions if p.machine.vram_gib]
+            found = min(cards) if cards else None
+        else:
+            found = machines.machine(table, machine).vram_gib
     except machines.MachinesError:
         found = None
     if provided_vram_mb is not None:

@@ -125,8 +125,10 @@ class Placement:
                 allocator = card.own_allocator() or allocator
             facts = asks.for_allocator(self.facts, allocator)
             # a measurement made under another allocator is a floor for the job's estimate (asks.Measurements)
+            provided = machines.resource_value(getattr(self.wf, "global_resources", None), "vram_mb")
             self._ask_contexts[(name, rented)] = AskContext(
-                facts, dataclasses.replace(self.measured, allocator=allocator), name, rented)
+                facts, dataclasses.replace(self.measured, allocator=allocator), name, rented,
+                int(provided) if isinstance(provided, (int, float)) else None)
         return self._ask_contexts[(name, rented)]
 
     def resources(self) -> dict:

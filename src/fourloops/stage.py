@@ -38,6 +38,7 @@ class AskContext:
     measured: "Measurements | None" = None
     machine: str = "desk"
     rented: bool = False  # a machine the executor rents (the RunPod executor's pod), not one Snakemake starts jobs on
+    provided_vram_mb: int | None = None  # what the Snakemake that runs the jobs provides (--resources vram_mb), if any
 
 
 @dataclass(frozen=True)

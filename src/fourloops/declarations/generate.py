@@ -30,7 +30,7 @@ def generator_batch_ask(ctx: AskContext, gen: dict, *, n_references: int, n_view
                                   measured=ctx.measured, machine=ctx.machine)
 
     return batching.choose(at, gen.get("batch", 1), most=min(n_views, MAX_BATCH.get(gen["backend"], 1)),
-                           limit_gib=batching.card_gib(ctx.machine), key="generator.batch")
+                           limit_gib=batching.card_gib(ctx.machine, ctx.provided_vram_mb), key="generator.batch")
 
 
 def needs(params: dict) -> list:

@@ -22,7 +22,7 @@ def ask(ctx: AskContext, wildcards: dict, params: dict):
         return asks.stage_ask(ctx.facts, "smoke_lora_train")
     return batching.choose(lambda b: asks.lora_ask(ctx.facts, job, batch=b, measured=ctx.measured, machine=ctx.machine),
                            job.get("micro_batch", 1), most=int(job["accumulation"]),
-                           limit_gib=batching.card_gib(ctx.machine), key="lora.micro_batch")
+                           limit_gib=batching.card_gib(ctx.machine, ctx.provided_vram_mb), key="lora.micro_batch")
 
 
 def needs(params: dict) -> list:
