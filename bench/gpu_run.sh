@@ -256,8 +256,6 @@ repro() {  # the reproducibility pair and what determinism and batching cost, in
   listing "$RUN/w1" "$RUN/listing-1.txt"; listing "$RUN/w2" "$RUN/listing-2.txt"
   python3 -m fourloops.cli compare "$RUN/w1" "$RUN/w2" --markdown "$RUN/compare-pair.md" > "$RUN/compare-pair.txt" 2>&1
   echo "compare exit $?" >> "$RUN/compare-pair.txt"; tail -5 "$RUN/compare-pair.txt"
-  python3 -m fourloops.cli compare --list "$RUN/w1" > "$RUN/listing-1.json" 2>/dev/null
-  python3 -m fourloops.cli compare --list "$RUN/w2" > "$RUN/listing-2.json" 2>/dev/null
   mark "pair done"; repro_collect sofar
   # what the settings cost: each GPU rule's job alone, forced in w1, with the settings off, then on, then off again
   local cost=(results/generate/A/views.json results/lora/embeddings.safetensors results/lora/camera.safetensors

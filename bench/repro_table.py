@@ -120,7 +120,7 @@ def report(record: Path) -> str:
               + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())), "",
               "| artifact | verdict | what differs |", "|---|---|---|"]
     lines += [f"| `{row.artifact}` | {row.verdict} | {row.figures} |" for row in p["rows"]]
-    lines += ["", f"A third run of five of the GPU jobs (the cost pass's with the settings on, alone on the card, in w1): "
+    lines += ["", f"Five of the GPU jobs once more (the cost pass's with the settings on, alone on the card, in w1): "
               f"{len(p['third_equal'])} of their views, keypoints, tensors and the loss curve the same bytes as the pair's, "
               f"{len(p['third_changed'])} changed (listing-1-after-cost.txt)."]
     lines += ["", "## The trace: the first module whose output differed between two processes", "",

@@ -476,19 +476,23 @@ def weights_gib(facts: dict, model_name: str, dtype: str, resident: list[str] | 
 
 def _card(facts: dict, measured, machine: str, device: str, key: str, estimate, weights: float,
           kind: str = "inference", size: int | None = None, floor: str | None = None,
-          references: int | None = None) -> tuple[Figure, tuple]:
+          references: int | None = None, batched=None) -> tuple[Figure, tuple]:
     """VRAM and devices of a model on `device`: measured beats estimated, plus the process's overhead over its
     `weights` GiB (at `size` px, where the kind's context steps with it); none on the CPU. `floor`: why a
     measurement of `key` may be of less than this job (the key names no reference count, rank or prompt, nor the
     torch allocator: Measurements.other_allocator), which makes it a floor for the job's own estimate, never its
-    ceiling. `references`: a generator job's reference images (the pool's share of its pass, `overhead`)."""
+    ceiling. `references`: a generator job's reference images (the pool's share of its pass, `overhead`).
+    `batched`: a one-item peak -> the job's batch's (`estimate` gives the batch's already); what the driver saw of a
+    one-item process is then no floor of its own."""
     if not _cuda(device):
         return Figure(0.0, "cpu device: no VRAM"), ()
     found = measured.peak(key, machine) if measured is not None else None
+    if found is not None and batched is not None:
+        found = batched(found)
     other = measured.other_allocator(key, machine) if found is not None else None
     floor = "; ".join(f for f in (floor, other) if f) or None
     fig = with_context(facts, found or estimate(), kind, weights_gib=weights, size=size, references=references)
-    fig = measured.at_least_seen(key, fig) if measured is not None else fig
+    fig = measured.at_least_seen(key, fig) if measured is not None and batched is None else fig
     if floor and found is not None:
         est = with_context(facts, estimate(), kind, weights_gib=weights, size=size, references=references)
         if est.value > fig.value:
@@ -510,18 +514,26 @@ def _loading_ram(facts: dict, model: dict, casts: dict[str, str] | None = None) 
     return Figure(bf16 + host + sum(cast.values()), f"estimate: {parts}")
 
 
-def batch_item_gib(facts: dict, name: str, size: int, references: int = 1) -> Figure:
-    """What each view beyond the first adds to a generator call's torch peak at `size` px: models.yaml
-    `batch_item_gib` (by resolution, scaled with the pixel count between and beyond the measured ones) where the
-    model has it, else a whole pass's activations at that size (`activations_gib.inference`), which holds the
-    one-view peak's share of the VAE decode and errs high."""
+def batch_item_gib(facts: dict, name: str, size: int, table: str = "batch_item_gib", mode: str = "inference") -> Figure:
+    """What each item beyond the first adds to a call's torch peak at `size` px: models.yaml `table` (by resolution,
+    scaled with the pixel count between and beyond the measured ones; `batch_item_gib` for a generator's views,
+    `lora_batch_item_gib` for a LoRA step's samples) where the model has it, else a whole pass's activations of `mode`
+    at that size (`activations_gib`), which holds the one-item peak's share of what a pass keeps and errs high."""
     model = facts["models"][name]
-    table = model.get("batch_item_gib") or {}
-    if table:
-        gib = _activation({"activations_gib": {"batch": table}}, "batch", size, facts.get("activations_between"))
-        return Figure(gib, f"models.yaml batch_item_gib at {size} px {gib:.3f} GiB")
-    gib = _activation(model, "inference", size, facts.get("activations_between"))
-    return Figure(gib, f"estimate: a pass's activations at {size} px {gib:.3f} GiB (no batch_item_gib)")
+    between = facts.get("activations_between")
+    if model.get(table):
+        gib = _activation({"activations_gib": {"batch": model[table]}}, "batch", size, between)
+        return Figure(gib, f"models.yaml {table} at {size} px {gib:.3f} GiB")
+    gib = _activation(model, mode, size, between)
+    return Figure(gib, f"estimate: one {mode} pass's activations at {size} px {gib:.3f} GiB (no {table})")
+
+
+def batch_raise(batch: int, item: Figure, what: str):
+    """A one-item peak -> the peak at `batch` items of `item` GiB each beyond the first; None at one item."""
+    if batch <= 1:
+        return None
+    return lambda fig: Figure(fig.value + (batch - 1) * item.value,
+                              f"{fig.source} + {batch - 1} further {what} x {item.source}")
 
 
 def generator_ask(
@@ -535,27 +547,21 @@ def generator_ask(
     precision = gen["precision"]
     size = int(gen["size"])
     batch = max(1, int(batch))
-    item = batch_item_gib(facts, name, size, n_references) if batch > 1 else None
-
-    def batched(fig: Figure) -> Figure:
-        if item is None:
-            return fig
-        return Figure(fig.value + (batch - 1) * item.value, f"{fig.source} + {batch - 1} further view(s) x {item.source}")
+    batched = batch_raise(batch, batch_item_gib(facts, name, size), "view(s)")
 
     def estimate() -> Figure:
         row = seed_row(facts, name, precision=precision, resolution=size)
-        if row is not None:
-            return batched(row)
-        gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=size)
-        return batched(Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())))
+        if row is None:
+            gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=size)
+            row = Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+        return batched(row) if batched else row
 
     key = generator_key(gen)
     seen = measured.references.get(key, 0) if measured is not None else 0
-    at_batch = _BatchedMeasurements(measured, batched) if (measured is not None and item is not None) else measured
-    vram, devices = _card(facts, at_batch, machine, gen["device"], key, estimate,  # estimate: up to 3 references
+    vram, devices = _card(facts, measured, machine, gen["device"], key, estimate,  # estimate: up to 3 references
                           weights_gib(facts, name, precision), process_kind("generator", precision),
                           floor=f"with at most {seen} reference(s)" if seen < max(1, n_references) else None,
-                          references=max(1, n_references))
+                          references=max(1, n_references), batched=batched)
     ram = _loading_ram(facts, model)
     secs = model.get("seconds") or {}
     per_view = secs.get("per_view_by_references") or {1: 60}
@@ -569,24 +575,6 @@ def generator_ask(
         f"estimate: load + {n_views} views x {per_view.get(refs)} s ({refs} reference(s), RFD 1163)",
     ))
     return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name, batch=batch)
-
-
-class _BatchedMeasurements:
-    """A Measurements whose one-view peaks are raised to a batch's (`batched`); what the driver saw of a one-view
-    process is no floor for the batch's, so that too is raised."""
-
-    def __init__(self, measured: Measurements, batched):
-        self._m, self._batched = measured, batched
-
-    def peak(self, key: str, machine: str) -> Figure | None:
-        found = self._m.peak(key, machine)
-        return None if found is None else self._batched(found)
-
-    def at_least_seen(self, key: str, fig: Figure) -> Figure:
-        return fig
-
-    def __getattr__(self, name):
-        return getattr(self._m, name)
 
 
 def detector_ask(
@@ -709,18 +697,7 @@ def lora_ask(facts: dict, job: dict, *, batch: int = 1, measured: Measurements |
     frozen, res = job["frozen_dtype"], int(job["resolution"])
     resident = lora_resident(job)
     batch = max(1, int(batch))
-    table = model.get("lora_batch_item_gib") or {}
-    if table:
-        per = _activation({"activations_gib": {"batch": table}}, "batch", res, facts.get("activations_between"))
-        item = Figure(per, f"models.yaml lora_batch_item_gib at {res} px {per:.3f} GiB")
-    else:
-        per = _activation(model, "lora_step", res, facts.get("activations_between"))
-        item = Figure(per, f"estimate: a step's activations at {res} px {per:.3f} GiB (no lora_batch_item_gib)")
-
-    def batched(fig: Figure) -> Figure:
-        if batch == 1:
-            return fig
-        return Figure(fig.value + (batch - 1) * item.value, f"{fig.source} + {batch - 1} further sample(s) x {item.source}")
+    batched = batch_raise(batch, batch_item_gib(facts, name, res, "lora_batch_item_gib", "lora_step"), "sample(s)")
 
     rank = int(job.get("rank", 8))
     per_rank = float(model.get("lora_gib_per_rank", 0.0))
@@ -731,19 +708,21 @@ def lora_ask(facts: dict, job: dict, *, batch: int = 1, measured: Measurements |
         adapters = Figure(rank * per_rank, f"adapters at rank {rank} {rank * per_rank:.3f} (models.yaml lora_gib_per_rank)")
         row = _lora_row(model, frozen, resident, res)
         if row is not None:
-            return batched(Figure(row.value + adapters.value, f"{row.source} + {adapters.source}"))
-        gib, parts = estimate_vram_gib(facts, name, mode="lora_step", frozen_dtype=frozen, resident=resident,
-                                       resolution=res)
-        return batched(Figure(gib + adapters.value, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
-                              + f" + {adapters.source}"))
+            fig = Figure(row.value + adapters.value, f"{row.source} + {adapters.source}")
+        else:
+            gib, parts = estimate_vram_gib(facts, name, mode="lora_step", frozen_dtype=frozen, resident=resident,
+                                           resolution=res)
+            fig = Figure(gib + adapters.value, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
+                         + f" + {adapters.source}")
+        return batched(fig) if batched else fig
 
     frozen_weights = (weights_gib(facts, name, frozen, ["transformer"])
                       + (weights_gib(facts, name, model.get("lora_text_encoder_dtype", "bf16"), ["text_encoder"])
                          if "text_encoder" in resident else 0.0))
     seen = measured.ranks.get(lora_key(job), 0) if measured is not None else 0  # 0: no record named its rank
-    at_batch = _BatchedMeasurements(measured, batched) if (measured is not None and batch > 1) else measured
-    vram, devices = _card(facts, at_batch, machine, job["device"], lora_key(job), estimate, frozen_weights,
-                          "training", res, floor=f"at rank {seen or 'unknown'}" if seen < rank else None)
+    vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), estimate, frozen_weights,
+                          "training", res, floor=f"at rank {seen or 'unknown'}" if seen < rank else None,
+                          batched=batched)
     ram = _loading_ram(facts, model, {"transformer": "fp32"} if frozen == "fp32" else None)
     secs = model.get("seconds") or {}
     table = {int(k): float(v) for k, v in (secs.get("per_lora_step_by_resolution") or {}).items()}

@@ -65,21 +65,6 @@ def _omnigen2_encode(pipe, pixels, generator):
     return z0.to(dtype=vae.dtype)
 
 
-def _right_padded(embeds: list, pad_to: int | None = None):
-    """Prompt encodings of different lengths, (1, L_i, D) with masks (1, L_i), as one batch padded on the right
-    with zeros to `pad_to` tokens or the longest (OmniGen2's transformer reads each prompt's first mask.sum() tokens)."""
-    import torch
-
-    longest = max([e.shape[1] for e, _ in embeds] + [int(pad_to or 0)])
-    out = torch.zeros((len(embeds), longest, embeds[0][0].shape[2]), dtype=embeds[0][0].dtype,
-                      device=embeds[0][0].device)
-    mask = torch.zeros((len(embeds), longest), dtype=embeds[0][1].dtype, device=embeds[0][1].device)
-    for i, (e, m) in enumerate(embeds):
-        out[i, : e.shape[1]] = e[0]
-        mask[i, : m.shape[1]] = m[0]
-    return out, mask
-
-
 # ---------------------------------------------------------------------------------------------
 # validation
 
@@ -233,7 +218,7 @@ class Generator:
         with torch.inference_mode():
             embeds = [self._omnigen2_text(prompt, max_len) for _, prompt, _ in items]
             negative = self._omnigen2_text(s["negative_prompt"] or "", max_len)
-            prompt_embeds, prompt_mask = _right_padded(embeds, pad_to)
+            prompt_embeds, prompt_mask = loading.right_padded(embeds, pad_to)
             neg_embeds = negative[0].repeat(len(items), 1, 1)
             neg_mask = negative[1].repeat(len(items), 1)
             refs = [[im.convert("RGB") for im in images] for images, _, _ in items]

@@ -54,6 +54,22 @@ def _import_omnigen2():
     return OmniGen2Pipeline, OmniGen2Transformer2DModel
 
 
+def right_padded(pairs: list, pad_to: int | None = None, dtype=None):
+    """Prompt encodings of different lengths, (1, L_i, D) with masks (1, L_i), as one batch padded on the right with
+    zeros to `pad_to` tokens or the longest, at `dtype` (default: theirs); OmniGen2's transformer reads each prompt's
+    first mask.sum() tokens. The generator's batched views and the LoRA's micro-batches pad alike."""
+    import torch
+
+    first, first_mask = pairs[0]
+    longest = max([int(e.shape[1]) for e, _ in pairs] + [int(pad_to or 0)])
+    out = torch.zeros((len(pairs), longest, first.shape[2]), dtype=dtype or first.dtype, device=first.device)
+    mask = torch.zeros((len(pairs), longest), dtype=first_mask.dtype, device=first_mask.device)
+    for i, (e, m) in enumerate(pairs):
+        out[i, : e.shape[1]] = e[0].to(out.dtype)
+        mask[i, : m.shape[1]] = m[0]
+    return out, mask
+
+
 def _layer_norm_warps(configs, args: dict):
     """The launch configuration of OmniGen2's fused RMSNorm kernels, from the row length alone: warps as the
     kernel's row block (the next power of two of N) needs them, 256 columns a warp, between 1 and 8. OmniGen2

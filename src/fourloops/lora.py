@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fourloops.io import atomic_dir, atomic_path, read_json, sha256_file, write_json
-from fourloops.loading import _import_omnigen2, _torch_dtype
+from fourloops.loading import _import_omnigen2, _torch_dtype, right_padded
 from fourloops.lora_embeddings import EMBEDDINGS_META_KEY
 from fourloops.lora_file import LORA_FROZEN_DTYPES, LORA_METADATA_KEY, LORA_TARGET_MODULES
 from fourloops.lora_records import LoraError, read_records
@@ -350,13 +350,7 @@ def flow_losses(transformer, backend: str, batches: list[Batch], ts: list, noise
     for b, t, n in zip(batches, ts, noises):
         xts.append((t * b.x0 + (1.0 - t) * n)[0].to(compute_dtype))  # OmniGen2's ICPlan: t = 1 is the data
         targets.append(b.x0 - n)
-    longest = max(int(b.embeds.shape[1]) for b in batches)
-    embeds = torch.zeros((len(batches), longest, batches[0].embeds.shape[2]), dtype=compute_dtype,
-                         device=batches[0].embeds.device)
-    mask = torch.zeros((len(batches), longest), dtype=batches[0].mask.dtype, device=batches[0].mask.device)
-    for i, b in enumerate(batches):
-        embeds[i, : b.embeds.shape[1]] = b.embeds[0].to(compute_dtype)
-        mask[i, : b.mask.shape[1]] = b.mask[0]
+    embeds, mask = right_padded([(b.embeds, b.mask) for b in batches], dtype=compute_dtype)
     t = torch.cat([x.reshape(1) for x in ts]).to(compute_dtype)
     pred = transformer(xts, t, embeds, freqs_cis, mask,
                        ref_image_hidden_states=[[b.source[0].to(compute_dtype)] for b in batches])
