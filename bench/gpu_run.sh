@@ -9,7 +9,10 @@
 #            configurations no record holds and which is committed before the run (bench/walls_fit.py judges it)
 #   repro    the reproducibility pair: the trace of the generate path and a LoRA step (bench/repro_trace.py), the
 #            sizing DAG twice in two fresh working directories side by side, compared (fourloops compare); each GPU
-#            rule's job alone with the determinism settings off, then on; batching's before and after
+#            rule's job alone with the determinism settings off, then on
+#   batching what the LoRA step's determinism settings cost (bench/determinism_cost.py; GPU_RUN_ABLATE=0 skips),
+#            probes of the batched path (GPU_RUN_PROBES=0 skips), the LoRA and condition A's views one item a call
+#            and at auto (profiles/sizing-gpu/batching-*.yaml), compared; the images and tensors come back in parts
 #
 # Here (with network), once: the wheels the GPU machine's Python lacks (bench/gpu_wheels.sh), the pinned OmniGen2
 # package in .carry/omnigen2, then `prepare`: a git bundle of HEAD (each job's provenance names a clean commit) and
@@ -194,7 +197,8 @@ wait_run() {  # print the log while it grows, until done or $1 seconds; then cop
   [ -f "$RUN/done" ] && echo "RUN DONE" || echo "RUN STILL GOING"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader
   [ -f "$RUN/done" ] || so_far >/dev/null  # what the jobs wrote so far, should the session end mid-run
-  [ -n "${OUT:-}" ] && cp "$RUN"/*.tar.gz "$RUN/log" "$OUT"/ 2>/dev/null; true
+  [ -n "${OUT:-}" ] && cp "$RUN"/*.tar.gz "$RUN/log" "$OUT"/ 2>/dev/null
+  [ -n "${OUT:-}" ] && [ -f "$RUN/done" ] && cp "$RUN"/artifacts.tar.part* "$OUT"/ 2>/dev/null; true
 }
 
 so_far() {  # the records so far, as the running mode collects them
@@ -226,7 +230,8 @@ listing() {  # every output's sha256 under a working directory's results/ (the r
 repro_collect() {  # records, logs, listings, traces, tables: no images, models or tensors
   local name=${1:-repro}
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    --exclude='models' --exclude='.snakemake' -C "$RUN" $(cd "$RUN" && ls -d trace listing-* compare* pair-*.log cost-*.log batch-*.log lora-*.log timeline.txt w*/results w*/logs w*/benchmarks 2>/dev/null) 2>/dev/null
+    --exclude='models' --exclude='.snakemake' -C "$RUN" $(cd "$RUN" && ls -d trace listing-* compare* pair-*.log cost-*.log batch-*.log lora-*.log timeline.txt w*/results w*/logs w*/benchmarks \
+    determinism probes probes.log builds.log embeddings.log 2>/dev/null) 2>/dev/null
   ls -la "$RUN/$name.tar.gz"
 }
 
@@ -266,40 +271,62 @@ repro() {  # the reproducibility pair and what determinism and batching cost, in
       --forcerun generate lora_embeddings lora_train keypoints_generated grades -- "${cost[@]}" > "$RUN/cost-$m.log" 2>&1
     echo "exit $?" >> "$RUN/cost-$m.log"; mkdir -p "$RUN/cost-$m"; cp -r "$RUN/w1/results/provenance" "$RUN/cost-$m/"
   done
-  listing "$RUN/w1" "$RUN/listing-1-after-cost.txt"; repro_collect sofar
-  # batching: the LoRA at one sample a forward and at auto (the effective batch of 8 in one), then condition A's and
-  # C's views at the default config (8 views, 28 steps) at one a call and at auto; each pair alone, fresh directories
-  for i in 3 4; do fresh "$RUN/w$i"; mkdir -p "$RUN/w$i/results/provenance/lora_embeddings"
-    rm -rf "$RUN/w$i/.snakemake/metadata"; cp -r "$RUN/w1/.snakemake/metadata" "$RUN/w$i/.snakemake/"
-    cp -al "$RUN/w1/results/lora/embeddings.safetensors" "$RUN/w$i/results/lora/"
-    cp -al "$RUN/w1/results/provenance/lora_embeddings/." "$RUN/w$i/results/provenance/lora_embeddings/"; done
+  listing "$RUN/w1" "$RUN/listing-1-after-cost.txt"
+  mark "done"; repro_collect; touch "$RUN/done"
+}
+
+batching() {  # what batching buys and what determinism costs the LoRA step, in one detached session on one GPU
+  env_gpu; mkdir -p "$RUN"; : > "$RUN/timeline.txt"
+  mark() { echo "$(date +%s) $*" >> "$RUN/timeline.txt"; say "$*"; }
+  machine_ready || { touch "$RUN/done"; return 1; }
+  mark "builds: the sizing OmniGen2 in sizing/"
+  python3 -m snakemake "${PROFILE[@]}" -- results/provenance/sizing_model/omnigen2.json > "$RUN/builds.log" 2>&1 \
+    || { mark "build failed"; tail -30 "$RUN/builds.log"; repro_collect; touch "$RUN/done"; return 1; }
+  local model=sizing/models/sizing/omnigen2 m
+  if [ "${GPU_RUN_ABLATE:-1}" = 1 ]; then  # the LoRA step with each determinism setting, one sample and 8 a forward
+    mkdir -p "$RUN/determinism"
+    for m in on off; do mark "determinism cost: the LoRA step, FOURLOOPS_DETERMINISM=$m"
+      FOURLOOPS_DETERMINISM=$m timeout 300 python3 bench/determinism_cost.py --model "$model" \
+        --out "$RUN/determinism/$m.json" > "$RUN/determinism/$m.log" 2>&1; grep "^mode" "$RUN/determinism/$m.log"; done
+    python3 bench/determinism_cost.py --table "$RUN/determinism/on.json" "$RUN/determinism/off.json" | tee "$RUN/determinism/table.md"
+  fi
+  if [ "${GPU_RUN_PROBES:-1}" = 1 ]; then  # the batched path's probes: views 1 and 8 a call, LoRA samples 1 and 8 a forward
+    mark "probes: the generator (1 and 3 references) and the LoRA step, one item and 8 a call"
+    local work=$RUN/probe_work; mkdir -p "$work/models"; ln -sfn "$REPO/$model" "$work/models/omnigen2"
+    python3 bench/sizing_gpu.py --work "$work" --out "$RUN/probes" --timeout 400 --items 2 --references 1 3 \
+      --batch 8 --lora-micro-batch 8 --omnigen2-precisions bf16 --scorer-precisions --no-detector \
+      --lora-steps bf16:precomputed:512 > "$RUN/probes.log" 2>&1; tail -4 "$RUN/probes.log"
+  fi
+  repro_collect sofar
+  # the LoRA at one sample a forward (w3) and at auto (w4, the effective batch of 8 in one); condition A's 8 views at
+  # one a call (w3) and at auto (w4): the same embeddings, fresh directories, each job alone on the card
   local before=(--configfile profiles/sizing-gpu/run.yaml profiles/sizing-gpu/batching-before.yaml)
   local after=(--configfile profiles/sizing-gpu/run.yaml profiles/sizing-gpu/batching-after.yaml)
+  fresh "$RUN/w3"
+  mark "lora embeddings (w3)"
+  python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/lora/embeddings.safetensors \
+    > "$RUN/embeddings.log" 2>&1
+  fresh "$RUN/w4"; mkdir -p "$RUN/w4/results/provenance/lora_embeddings"
+  rm -rf "$RUN/w4/.snakemake/metadata"; cp -r "$RUN/w3/.snakemake/metadata" "$RUN/w4/.snakemake/"
+  cp -al "$RUN/w3/results/lora/embeddings.safetensors" "$RUN/w4/results/lora/"
+  cp -al "$RUN/w3/results/provenance/lora_embeddings/." "$RUN/w4/results/provenance/lora_embeddings/"
   mark "lora: micro-batch 1 (w3), then auto (w4)"
   python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/lora/camera.safetensors > "$RUN/lora-before.log" 2>&1
   python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/lora/camera.safetensors > "$RUN/lora-after.log" 2>&1
   repro_collect sofar
-  local c; for c in A C; do
-    mark "batch: condition $c at one view a call (w3), then auto (w4)"
-    python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- "results/generate/$c/views.json" > "$RUN/batch-$c-before.log" 2>&1
-    python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- "results/generate/$c/views.json" > "$RUN/batch-$c-after.log" 2>&1
-    repro_collect sofar
-  done
+  mark "batch: condition A at one view a call (w3), then auto (w4)"
+  python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/generate/A/views.json > "$RUN/batch-A-before.log" 2>&1
+  python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/generate/A/views.json > "$RUN/batch-A-after.log" 2>&1
   listing "$RUN/w3" "$RUN/listing-3.txt"; listing "$RUN/w4" "$RUN/listing-4.txt"
   python3 -m fourloops.cli compare "$RUN/w3" "$RUN/w4" --markdown "$RUN/compare-batch.md" > "$RUN/compare-batch.txt" 2>&1
-  python3 - "$RUN" > "$RUN/compare-batch-images.txt" 2>&1 <<'PY'
-import sys, numpy as np
-from pathlib import Path
-from PIL import Image
-run = Path(sys.argv[1])
-for png in sorted((run / "w3/results/generate").rglob("*.png")):
-    other = run / "w4" / png.relative_to(run / "w3")
-    a, b = np.asarray(Image.open(png)).astype(int), np.asarray(Image.open(other)).astype(int)
-    d = np.abs(a - b)
-    print(png.relative_to(run / "w3"), "equal" if not d.any() else f"max {d.max()} mean {d.mean():.4f}")
-PY
-  cat "$RUN/compare-batch-images.txt"
-  mark "done"; repro_collect; touch "$RUN/done"
+  echo "compare exit $?" >> "$RUN/compare-batch.txt"; tail -4 "$RUN/compare-batch.txt"
+  mark "done"; repro_collect
+  # the tensors and images themselves, for a comparison across machine kinds (fourloops compare --across-machines):
+  # in parts under the 16 MiB a returned file may hold
+  (cd "$RUN" && tar -cf - w3/results/generate w4/results/generate w3/results/lora/camera.safetensors \
+    w3/results/lora/embeddings.safetensors | split -b 15M -d - artifacts.tar.part)
+  ls -la "$RUN"/artifacts.tar.part*
+  touch "$RUN/done"
 }
 
 case "${1:-}" in
@@ -307,8 +334,9 @@ case "${1:-}" in
   all) all ;;
   heldout) heldout ;;
   repro) repro ;;
+  batching) batching ;;
   start) start ;;
   check) check ;;
   wait) wait_run "${2:-540}" ;;
-  *) echo "usage: bench/gpu_run.sh prepare | check | start | wait [seconds] | all | heldout | repro" >&2; exit 2 ;;
+  *) echo "usage: bench/gpu_run.sh prepare | check | start | wait [seconds] | all | heldout | repro | batching" >&2; exit 2 ;;
 esac

@@ -86,6 +86,31 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def lora_transformer(gen, device: str):
+    """The loaded generator's transformer as a LoRA job trains it: frozen, a rank-8 adapter on the attention
+    projections in fp32 (its B given values, so that gradients reach A), train mode, gradient checkpointing on a GPU.
+    Returns (transformer, trainable parameters, OmniGen2's rotary frequencies)."""
+    import torch
+    from omnigen2.models.transformers.repo import OmniGen2RotaryPosEmbed
+    from peft import LoraConfig
+
+    transformer = gen.pipe.transformer
+    transformer.requires_grad_(False)
+    transformer.add_adapter(LoraConfig(r=8, lora_alpha=8, target_modules=["to_q", "to_k", "to_v", "to_out.0"],
+                                       init_lora_weights=True))
+    trainable = [p for p in transformer.parameters() if p.requires_grad]
+    for p in trainable:
+        p.data = p.data.float()
+    for p in trainable:  # a LoRA's B starts at zero: give it values so that its gradients reach the A matrices
+        torch.nn.init.normal_(p, std=0.01, generator=None)
+    transformer.train()
+    if device.startswith("cuda"):
+        transformer.enable_gradient_checkpointing()
+    freqs = OmniGen2RotaryPosEmbed.get_freqs_cis(transformer.config.axes_dim_rope, transformer.config.axes_lens,
+                                                 theta=10000)
+    return transformer, trainable, freqs
+
+
 def run(args) -> dict:
     import numpy as np
     import torch
@@ -116,26 +141,9 @@ def run(args) -> dict:
            "image": checksum(torch.from_numpy(np.asarray(image).copy())), "generate": generate_rows}
 
     # the LoRA step on the same transformer: lora.flow_loss, bf16 frozen weights, rank 8, checkpointing
-    from peft import LoraConfig
-
     from fourloops import lora
 
-    transformer = gen.pipe.transformer
-    transformer.requires_grad_(False)
-    transformer.add_adapter(LoraConfig(r=8, lora_alpha=8, target_modules=["to_q", "to_k", "to_v", "to_out.0"],
-                                       init_lora_weights=True))
-    trainable = [p for p in transformer.parameters() if p.requires_grad]
-    for p in trainable:
-        p.data = p.data.float()
-    for p in trainable:  # a LoRA's B starts at zero: give it values so that its gradients reach the A matrices
-        torch.nn.init.normal_(p, std=0.01, generator=None)
-    transformer.train()
-    if args.device.startswith("cuda"):
-        transformer.enable_gradient_checkpointing()
-    from omnigen2.models.transformers.repo import OmniGen2RotaryPosEmbed
-
-    freqs = OmniGen2RotaryPosEmbed.get_freqs_cis(transformer.config.axes_dim_rope, transformer.config.axes_lens,
-                                                 theta=10000)
+    transformer, trainable, freqs = lora_transformer(gen, args.device)
     g = torch.Generator().manual_seed(args.seed)
     lat = args.size // 8
     x0 = torch.randn((1, 16, lat, lat), generator=g).to(args.device)

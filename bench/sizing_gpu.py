@@ -5,7 +5,8 @@ own process (one precision per process; an OOM or a crash of one is recorded, no
 
 Writes --out/<component>-<config>.json (the probe record, or {"error": ...} with the process's last lines) and
 --out/builds.json. Models go to --work/models/<component> (built only when absent: rerunning reuses them).
-Default configurations: omnigen2 at bf16 and nf4, 512 px, 28 steps, references 1, 2, 3; the detector at 576;
+Default configurations: omnigen2 at bf16 and nf4, 512 px, 28 steps, references 1, 2, 3 (--batch 8 also times calls
+of 8 views); the detector at 576;
 LoRA steps (fourloops.lora.train) at bf16 256/512, bf16 with the encoder resident at 512, the seeds' fp32 + encoder;
 the scorer (Qwen3-VL-8B + a random adapter, fourloops.sizing) at nf4. --qwen-image-edit adds
 qwen_image_edit_plus at nf4 and bf16 last (57 GB on disk: with --free-disk the other models are deleted first).
@@ -36,7 +37,7 @@ def configurations(args) -> list[dict]:
 
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     gen = dict(cfg["generator"])
-    gen.update(steps=args.steps, size=args.size, device=args.device, revision=None)
+    gen.update(steps=args.steps, size=args.size, device=args.device, revision=None, batch=args.batch)
     models = Path(args.work) / "models"
     out = []
     for precision in args.omnigen2_precisions:
@@ -63,7 +64,8 @@ def configurations(args) -> list[dict]:
         out.append({"name": name, "component": "lora_step", "build": "omnigen2",
                     "settings": {**train, **({"rank": int(rank[0]), "alpha": float(rank[0])} if rank else {}),
                                  "backend": "omnigen2", "model": str(models / "omnigen2"),
-                                 "model_set": "sizing", "steps": args.items, "accumulation": 1,
+                                 "model_set": "sizing", "steps": args.items,
+                                 "accumulation": args.lora_micro_batch, "micro_batch": args.lora_micro_batch,
                                  "resolution": int(res), "frozen_dtype": frozen, "text_encoder": te,
                                  "device": args.device}})
     if args.qwen_image_edit:
@@ -184,6 +186,9 @@ def main(argv=None) -> int:
                     default=[c.split(":") for c in ("bf16:precomputed:256", "bf16:precomputed:512",
                                                     "bf16:resident:512", "fp32:resident:512")],
                     help="LoRA step probes as frozen_dtype:text_encoder:resolution[:rank]")
+    ap.add_argument("--batch", type=int, default=1, help="views a generator call, timed beside one a call "
+                    "(fourloops.stages.probe.probed_batches)")
+    ap.add_argument("--lora-micro-batch", type=int, default=1, help="samples a LoRA forward, timed beside one")
     ap.add_argument("--qwen-image-edit", action="store_true", help="also probe qwen_image_edit_plus (nf4, bf16), last")
     ap.add_argument("--free-disk", action="store_true", help="with --qwen-image-edit: delete the other models first")
     ap.add_argument("--only", nargs="*", help="configuration names to run (default: all)")

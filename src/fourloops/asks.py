@@ -317,6 +317,10 @@ class Measurements:
                 continue
             timed = [c for c in rec.get("configurations") or [] if c.get("seconds_per_item") is not None]
             confs = [c for c in timed if all(c.get(k) == v for k, v in match.items())]
+            between = None
+            if not confs and "batch" in match:
+                between = _between_batches(timed, {k: v for k, v in match.items() if k != "batch"}, int(match["batch"]))
+                confs = [between] if between is not None else []
             if not confs:
                 continue
             load = float(rec.get("load_seconds") or 0.0)
@@ -342,8 +346,30 @@ class Measurements:
             parts = (f"load {load:g} s + warm-up {warm:.3g} s ({how})"
                      + (f" + process {process:.3g} s" if wall is not None else ""))
             return (load + warm + process, float(confs[0]["seconds_per_item"]),
-                    f"measured: probe on {machine} ({rec.get('gpu_name') or '?'}), {rec['path']}: {parts}")
+                    f"measured: probe on {machine} ({rec.get('gpu_name') or '?'}), {rec['path']}: {parts}"
+                    + (f"; {between['seconds_per_item_from']}" if between is not None else ""))
         return None
+
+
+def _between_batches(confs: list[dict], match: dict, batch: int) -> dict | None:
+    """A batch no probe configuration ran, from the two probed batches nearest it (configurations matching `match`
+    with a `batch`): a call's seconds taken as linear in its items between them, T(b) = b x seconds_per_item(b),
+    read at `batch` and divided by it. Beyond the largest probed batch, that batch's seconds an item (a call does
+    not get cheaper an item without measuring it). None with fewer than two probed batches."""
+    rows = {int(c["batch"]): c for c in confs if c.get("batch") is not None
+            and all(c.get(k) == v for k, v in match.items())}
+    if len(rows) < 2:
+        return None
+    probed = sorted(rows)
+    if batch > probed[-1]:
+        top = rows[probed[-1]]
+        return {**top, "seconds_per_item_from": f"a view at batch {batch} taken as at the largest probed, {probed[-1]}"}
+    lo = max(b for b in probed if b < batch)
+    hi = min(b for b in probed if b > batch)
+    t_lo, t_hi = lo * float(rows[lo]["seconds_per_item"]), hi * float(rows[hi]["seconds_per_item"])
+    call = t_lo + (t_hi - t_lo) * (batch - lo) / (hi - lo)
+    return {**rows[lo], "batch": batch, "seconds_per_item": round(call / batch, 4),
+            "seconds_per_item_from": f"a call of {batch} interpolated between the probed calls of {lo} and {hi}"}
 
 
 def _measured_seconds(measured: Measurements | None, key: str, machine: str, n_items: float, what: str,

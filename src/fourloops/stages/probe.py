@@ -142,6 +142,33 @@ def _run_configuration(memory: _Memory, config: dict, items: int, one: Callable[
     return out
 
 
+# A view count `auto` is probed at: the ladder's default views per condition (config.yaml ladder.azimuths), the
+# most one generate job batches.
+AUTO_PROBE_BATCH = 8
+
+
+def probed_batches(batch, most: int) -> list[int]:
+    """The batches a component's probe times: one item a call, and the configured batch (a number > 1; `auto`:
+    AUTO_PROBE_BATCH), capped at the most a call takes. The walls' forecast reads a job's batch from these
+    (fourloops.asks.Measurements.timing)."""
+    want = AUTO_PROBE_BATCH if batch == "auto" else int(batch)
+    return sorted({1, max(1, min(want, int(most)))})
+
+
+def per_item(config: dict, batch: int) -> dict:
+    """A configuration whose items were calls of `batch` items each, as seconds a single item: the steady mean over
+    the batch; the first item's seconds hold the whole first call's excess over a steady call (the once-per-job
+    warm-up, which a batch does not divide). Each call's own seconds stay in `items`."""
+    if batch <= 1 or config.get("seconds_per_item") is None:
+        return config
+    per_call = float(config["seconds_per_item"])
+    per = per_call / batch
+    first = config.get("first_item_seconds")
+    return {**config, "seconds_per_item": round(per, 4), "seconds_per_call": round(per_call, 4),
+            "first_item_seconds": round(per + float(first) - per_call, 4) if first is not None else None,
+            "seconds_per_item_from": f"{config['seconds_per_item_from']}, a call of {batch} items, over {batch}"}
+
+
 # ------------------------------------------------------------------------------------ components
 def _images(n: int, size: int, seed: int):
     """n distinct noise images (a cache keyed on pixels cannot make a later item cheaper)."""
@@ -162,11 +189,14 @@ def _probe_generator(s: dict, memory: _Memory, references, items: int, prompt: s
          "negative_prompt": s.get("negative_prompt")}))
     weights = memory.allocated_gib()
     configs = []
-    for n in references:
-        refs = _images(int(n), size, seed=int(n))
-        configs.append(_run_configuration(
-            memory, {"references": int(n), "resolution": size, "steps": int(s["steps"])}, items,
-            lambda i: (model.generate(refs, prompt, seed=i), None)[1]))
+    # every one-view configuration first: what NVML sees of the process after a batched call holds its larger pool
+    for b in probed_batches(s.get("batch", 1), model.max_batch()):
+        for n in references:
+            refs = _images(int(n), size, seed=int(n))
+            configs.append(per_item(_run_configuration(
+                memory, {"references": int(n), "batch": b, "resolution": size, "steps": int(s["steps"])}, items,
+                lambda i, b=b: (model.generate_batch([(refs, prompt, i * b + k) for k in range(b)], job_seed=i),
+                                None)[1]), b))
     info = model.describe()
     info["prompt_tokens"] = _prompt_tokens(model, prompt)
     del model
@@ -264,10 +294,30 @@ def _probe_lora_step(s: dict, memory: _Memory, references, items: int, prompt: s
     """`items` optimizer steps of `fourloops.lora.train` (settings: the lora_train job's `train` params + device).
 
     Records and embeddings are made here: noise images at the resolution and random embeddings of the text
-    encoder's width (the training job never loads the encoder; memory and time do not depend on the values)."""
+    encoder's width (the training job never loads the encoder; memory and time do not depend on the values).
+    One configuration per probed micro-batch (`probed_batches` of the settings' micro_batch), each item one
+    optimizer step of one micro-batch, its seconds a sample's."""
+    from dataclasses import fields
+
+    from fourloops import lora
+
+    res = int(s["resolution"])
+    names = {f.name for f in fields(lora.TrainSpec)}
+    configs, load_s, about = [], None, {}
+    for b in probed_batches(s.get("micro_batch", 1), int(s.get("accumulation", 1))):
+        # each item an optimizer step of one micro-batch of b samples
+        spec = lora.TrainSpec.of(**{**{k: v for k, v in s.items() if k in names}, "steps": int(items),
+                                    "accumulation": b, "micro_batch": b, "checkpoint_every": 10**9,
+                                    "revision": s.get("revision")})
+        loaded, info, config = _lora_configuration(spec, res, memory)
+        configs.append(per_item(config | {"batch": b}, b))
+        load_s, about = (loaded, info) if load_s is None else (load_s, about)
+    return load_s, about, configs
+
+
+def _lora_configuration(spec, res: int, memory: _Memory) -> tuple[float, dict, dict]:
     import json
     import tempfile
-    from dataclasses import fields
     from pathlib import Path
 
     import numpy as np
@@ -279,10 +329,6 @@ def _probe_lora_step(s: dict, memory: _Memory, references, items: int, prompt: s
     from fourloops.hub import resolve_model
     from fourloops.lora_embeddings import EMBEDDINGS_META_KEY
 
-    res = int(s["resolution"])
-    names = {f.name for f in fields(lora.TrainSpec)}
-    spec = lora.TrainSpec.of(**{**{k: v for k, v in s.items() if k in names}, "steps": int(items),
-                                "accumulation": 1, "checkpoint_every": 10**9, "revision": s.get("revision")})
     path, _ = resolve_model(spec.model, spec.revision)
     cfg = json.loads((path / "transformer" / "config.json").read_text())
     width = int(cfg.get("text_feat_dim") or cfg.get("joint_attention_dim"))
@@ -327,7 +373,7 @@ def _probe_lora_step(s: dict, memory: _Memory, references, items: int, prompt: s
     about = {"weights_gib": None, "model": {k: prov.get(k) for k in ("components_loaded", "text_encoder_loaded",
                                                                       "optimizer", "gradient_checkpointing", "autocast",
                                                                       "census", "model_path")}}
-    return load_s, about, [config]
+    return load_s, about, config
 
 
 def _gpu(component: str):
@@ -376,7 +422,10 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
                  "torch_cuda": _torch_cuda(), "code": provenance.code_version(os.environ.get("FOURLOOPS_REPO"))}
     ok = [c for c in configs if not c["error"]]
     complete = len(ok) == len(configs)
-    peaks = [c["peak_vram_gib"] for c in ok if c["peak_vram_gib"] is not None]
+    # the walls read a one-item call's peak and raise it per further item (fourloops.asks.batch_raise): the batched
+    # configurations' peaks stay in their rows, the measurements that term is judged on
+    single = [c for c in ok if int(c.get("batch", 1)) == 1]
+    peaks = [c["peak_vram_gib"] for c in single if c["peak_vram_gib"] is not None]
     sizing_record = _sizing_record(settings.get(declared.model_at))
     apparatus_s = time.perf_counter() - t_apparatus
     record = {
@@ -389,10 +438,10 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
         "resolution": declared.resolution(settings),
         "started": started,
         "load_seconds": round(load_s, 3),
-        # what the wall check reads: the largest peak over the configurations (None when one failed: a partial
-        # probe never stands in for the job's peak)
+        # what the wall check reads: the largest peak over the one-item configurations (None when one failed: a
+        # partial probe never stands in for the job's peak)
         "peak_vram_gib": (max(peaks) if peaks else None) if complete else None,
-        "peak_nvml_process_gib": max((c["nvml_process_gib"] for c in ok if c["nvml_process_gib"] is not None),
+        "peak_nvml_process_gib": max((c["nvml_process_gib"] for c in single if c["nvml_process_gib"] is not None),
                                      default=None),
         "weights_gib": about.pop("weights_gib"),
         "pass_seconds": ok[0]["seconds_per_item"] if ok else None,

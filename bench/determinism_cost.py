@@ -1,0 +1,162 @@
+"""Which determinism setting costs the LoRA step its seconds? One process times LoRA steps with the settings as the
+process starts them, then with torch's deterministic algorithms switched the other way, each at one sample a forward
+and at a micro-batch; the GPU kernels of one step of each are listed by their device time.
+
+Question: the LoRA step took about 1.4x the seconds with fourloops.determinism on; is it torch's deterministic
+algorithms (which choose other attention and reduction kernels), the pinned Triton RMSNorm, or cuBLAS's workspace
+setting, and does batching the step change what determinism costs?
+
+    FOURLOOPS_DETERMINISM=on  python3 bench/determinism_cost.py --model sizing/models/sizing/omnigen2 --out on.json
+    FOURLOOPS_DETERMINISM=off python3 bench/determinism_cost.py --model sizing/models/sizing/omnigen2 --out off.json
+    python3 bench/determinism_cost.py --table on.json off.json
+
+`on` starts with every setting (strict deterministic algorithms, the pinned RMSNorm, CUBLAS_WORKSPACE_CONFIG), then
+turns the deterministic algorithms off: the second row is the pin and the workspace alone. `off` starts with none,
+then turns the deterministic algorithms on: its second row is those algorithms alone. A step is `--accumulation`
+samples in micro-batches of one and of `--micro` through fourloops.lora.flow_losses (the lora_train job's loss),
+each followed by its backward; the optimizer's step, the same under every setting, is left out. Steps after the
+first of each setting are timed; the model is the sizing OmniGen2 (real shape, random weights), rank 8, bf16 frozen,
+gradient checkpointing, 512 px, as the job trains it. Runs on a GPU machine (bench/gpu_run.sh batching).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+
+def _kernels(prof, top: int, device_cpu: bool = False) -> dict:
+    rows = []
+    for e in prof.key_averages():
+        device_us = getattr(e, "self_device_time_total", None)
+        if device_us is None:
+            device_us = getattr(e, "self_cuda_time_total", 0)
+        if not device_us and device_cpu:
+            device_us = e.self_cpu_time_total
+        if device_us:
+            rows.append((e.key, device_us, e.count))
+    rows.sort(key=lambda r: -r[1])
+    total = sum(r[1] for r in rows)
+    return {"device_seconds": round(total / 1e6, 4),
+            "top": [{"kernel": k[:160], "seconds": round(us / 1e6, 4), "share": round(us / total, 4), "calls": n}
+                    for k, us, n in rows[:top]]}
+
+
+def run(args) -> dict:
+    import torch
+
+    from fourloops import determinism, lora
+    from fourloops.generate import load_backend
+    from repro_trace import lora_transformer
+
+    state = determinism.apply(args.seed)
+    settings = {"num_inference_steps": 1, "guidance": 4.0, "width": args.size, "height": args.size,
+                "negative_prompt": ""}
+    dev, cuda = args.device, args.device.startswith("cuda")
+    if not cuda:  # OmniGen2's package as the sizing set imports it where there is no GPU (no Triton kernels)
+        from fourloops import sizing
+
+        sizing.import_omnigen2()
+    gen = load_backend("omnigen2", args.model, None, "bf16" if cuda else "fp32", dev, settings)
+    transformer, trainable, freqs = lora_transformer(gen, dev)
+    g = torch.Generator().manual_seed(args.seed)
+    lat = args.size // 8
+    width = transformer.config.text_feat_dim
+    samples = [lora.Batch(torch.randn((1, 16, lat, lat), generator=g).to(dev),
+                          torch.randn((1, 16, lat, lat), generator=g).to(dev),
+                          torch.randn((1, 24, width), generator=g).to(dev),
+                          torch.ones((1, 24), dtype=torch.long).to(dev)) for _ in range(args.accumulation)]
+    ts = [torch.rand((1,), generator=g).to(dev) for _ in samples]
+    noises = [torch.randn(s.x0.shape, generator=g).to(dev) for s in samples]
+    compute = torch.bfloat16 if cuda else torch.float32
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    def step(micro: int) -> float:
+        sync()
+        t0 = time.perf_counter()
+        for first in range(0, len(samples), micro):
+            part = slice(first, first + micro)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
+                losses = lora.flow_losses(transformer, "omnigen2", samples[part], ts[part], noises[part],
+                                          compute, freqs)
+            (torch.stack(losses).sum() / len(samples)).backward()
+        sync()
+        for p in trainable:
+            p.grad = None
+        return time.perf_counter() - t0
+
+    started = bool(torch.are_deterministic_algorithms_enabled())
+    rows = []
+    for algorithms in (started, not started):
+        torch.use_deterministic_algorithms(algorithms)
+        for micro in (1, args.micro):
+            first = step(micro)
+            timed = [step(micro) for _ in range(args.steps)]
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+                step(micro)
+            rows.append({"mode": state["mode"], "deterministic_algorithms": algorithms,
+                         "pinned": list(determinism.state()["pinned_autotuners"]),
+                         "cublas_workspace": os.environ.get(determinism.CUBLAS_VAR), "micro_batch": micro,
+                         "first_step_seconds": round(first, 4), "step_seconds": [round(x, 4) for x in timed],
+                         "median_step_seconds": round(statistics.median(timed), 4),
+                         "kernels": _kernels(prof, args.top, not cuda)})
+            print(f"mode {state['mode']} algorithms {algorithms} micro {micro}: first {first:.2f} s, "
+                  f"steps {[round(x, 3) for x in timed]}", flush=True)
+    return {"state": state, "accumulation": args.accumulation, "size": args.size, "rows": rows,
+            "gpu": torch.cuda.get_device_name(0) if cuda else None, "torch": torch.__version__}
+
+
+def table(paths: list[str]) -> str:
+    """The rows of every given result, each step's median against the all-off row at the same micro-batch."""
+    rows = [r for p in paths for r in json.loads(Path(p).read_text())["rows"]]
+    base = {r["micro_batch"]: r["median_step_seconds"] for r in rows
+            if r["mode"] == "off" and not r["deterministic_algorithms"]}
+    out = ["| settings | micro-batch | step s (median) | against all off | top kernel (share of device time) |",
+           "|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["micro_batch"], r["mode"], r["deterministic_algorithms"])):
+        what = ("pin + cuBLAS workspace" if r["mode"] == "on" else "none") + (
+            " + deterministic algorithms" if r["deterministic_algorithms"] else "")
+        top = r["kernels"]["top"][0] if r["kernels"]["top"] else {"kernel": "-", "share": 0}
+        ratio = r["median_step_seconds"] / base[r["micro_batch"]] if r["micro_batch"] in base else float("nan")
+        out.append(f"| {what} | {r['micro_batch']} | {r['median_step_seconds']:.3f} | {ratio:.3f} | "
+                   f"`{top['kernel'][:70]}` ({top['share']:.0%}) |")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="sizing/models/sizing/omnigen2")
+    ap.add_argument("--out")
+    ap.add_argument("--size", type=int, default=512)
+    ap.add_argument("--accumulation", type=int, default=8, help="samples a step (the effective batch)")
+    ap.add_argument("--micro", type=int, default=8, help="the micro-batch timed beside one sample a forward")
+    ap.add_argument("--steps", type=int, default=3, help="timed steps after the first, per setting")
+    ap.add_argument("--top", type=int, default=12, help="kernels listed per setting")
+    ap.add_argument("--seed", type=int, default=20260830)
+    ap.add_argument("--device", default="cuda", help="cuda; cpu checks the bench itself on a tiny model")
+    ap.add_argument("--table", nargs="+", metavar="RESULT")
+    args = ap.parse_args()
+    if args.table:
+        print(table(args.table))
+        return 0
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    result = run(args)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
