@@ -165,7 +165,7 @@ check() {  # the bundle `prepare` made must be the carried tree's commit: a comm
 
 start() {
   check || return
-  case "${GPU_RUN_MODE:-all}" in all|heldout|repro) ;; *) echo "GPU_RUN_MODE=$GPU_RUN_MODE; allowed: all, heldout, repro" >&2; return 2 ;; esac
+  case "${GPU_RUN_MODE:-all}" in all|heldout|repro|batching) ;; *) echo "GPU_RUN_MODE=$GPU_RUN_MODE; allowed: all, heldout, repro, batching" >&2; return 2 ;; esac
   mkdir -p "$RUN"; rm -f "$RUN/done"
   # a token in the run's working directory, kept apart too: `wait` tells a sizing/ that a later call's carry replaced
   mkdir -p sizing && date +%s%N | tee "$RUN/sizing.token" > sizing/.gpu_run_token
