@@ -311,20 +311,25 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   cp -al "$RUN/w3/results/lora/embeddings.safetensors" "$RUN/w4/results/lora/"
   cp -al "$RUN/w3/results/provenance/lora_embeddings/." "$RUN/w4/results/provenance/lora_embeddings/"
   mark "lora: micro-batch 1 (w3), then auto (w4)"
+  # GPU_RUN_AFTER=0: the one-item-a-call side alone (w3), e.g. on a second machine kind for fourloops compare
+  local after_too=${GPU_RUN_AFTER:-1}
   python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/lora/camera.safetensors > "$RUN/lora-before.log" 2>&1
-  python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/lora/camera.safetensors > "$RUN/lora-after.log" 2>&1
+  [ "$after_too" = 1 ] && python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/lora/camera.safetensors > "$RUN/lora-after.log" 2>&1
   repro_collect sofar
   mark "batch: condition A at one view a call (w3), then auto (w4)"
   python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/generate/A/views.json > "$RUN/batch-A-before.log" 2>&1
-  python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/generate/A/views.json > "$RUN/batch-A-after.log" 2>&1
-  listing "$RUN/w3" "$RUN/listing-3.txt"; listing "$RUN/w4" "$RUN/listing-4.txt"
-  python3 -m fourloops.cli compare "$RUN/w3" "$RUN/w4" --markdown "$RUN/compare-batch.md" > "$RUN/compare-batch.txt" 2>&1
-  echo "compare exit $?" >> "$RUN/compare-batch.txt"; tail -4 "$RUN/compare-batch.txt"
+  listing "$RUN/w3" "$RUN/listing-3.txt"
+  if [ "$after_too" = 1 ]; then
+    python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/generate/A/views.json > "$RUN/batch-A-after.log" 2>&1
+    listing "$RUN/w4" "$RUN/listing-4.txt"
+    python3 -m fourloops.cli compare "$RUN/w3" "$RUN/w4" --markdown "$RUN/compare-batch.md" > "$RUN/compare-batch.txt" 2>&1
+    echo "compare exit $?" >> "$RUN/compare-batch.txt"; tail -4 "$RUN/compare-batch.txt"
+  fi
   mark "done"; repro_collect
   # the tensors and images themselves, for a comparison across machine kinds (fourloops compare --across-machines):
   # in parts under the 16 MiB a returned file may hold
-  (cd "$RUN" && tar -cf - w3/results/generate w4/results/generate w3/results/lora/camera.safetensors \
-    w3/results/lora/embeddings.safetensors | split -b 15M -d - artifacts.tar.part)
+  (cd "$RUN" && tar -cf - $(ls -d w3/results/generate w4/results/generate w3/results/lora/camera.safetensors \
+    w3/results/lora/embeddings.safetensors 2>/dev/null) | split -b 15M -d - artifacts.tar.part)
   ls -la "$RUN"/artifacts.tar.part*
   touch "$RUN/done"
 }
