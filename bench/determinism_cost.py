@@ -17,6 +17,10 @@ samples in micro-batches of one and of `--micro` through fourloops.lora.flow_los
 each followed by its backward; the optimizer's step, the same under every setting, is left out. Steps after the
 first of each setting are timed; the model is the sizing OmniGen2 (real shape, random weights), rank 8, bf16 frozen,
 gradient checkpointing, 512 px, as the job trains it. Runs on a GPU machine (bench/gpu_run.sh batching).
+
+`--generate` asks the same of the generate path: views at one a call with the attention forward fused (the jobs'
+settings: fourloops.determinism lets no-gradient attention keep torch's fused kernels) and strict, each view's
+seconds and sha256; two processes' rows show whether the fused forward writes the same bytes every time.
 """
 
 from __future__ import annotations
@@ -119,6 +123,41 @@ def run(args) -> dict:
             "gpu": torch.cuda.get_device_name(0) if cuda else None, "torch": torch.__version__}
 
 
+def run_generate(args) -> dict:
+    """Views at one a call with the attention forward fused (the settings as jobs run them) and strict (torch's
+    deterministic check over every attention call): seconds a view and each image's sha256, so that two processes
+    show whether the fused forward gives the same bytes every time."""
+    import hashlib
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from fourloops import determinism
+    from fourloops.generate import load_backend
+
+    state = determinism.apply(args.seed)
+    settings = {"num_inference_steps": args.generate_steps, "guidance": 4.0, "width": args.size, "height": args.size,
+                "negative_prompt": ""}
+    gen = load_backend("omnigen2", args.model, None, "bf16", "cuda", settings)
+    rng = np.random.default_rng(0)
+    refs = [Image.fromarray(rng.integers(0, 256, (args.size, args.size, 3), dtype=np.uint8))]
+    rows = []
+    for fused in (True, False):
+        determinism.FUSED_INFERENCE_ATTENTION = fused
+        for i in range(args.views + 1):  # the first a warm-up
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            image = gen.generate_batch([(refs, "The same person seen from 45 degrees.", 7 + i)], job_seed=args.seed)[0]
+            torch.cuda.synchronize()
+            rows.append({"fused_attention": fused, "view": i, "seconds": round(time.perf_counter() - t0, 4),
+                         "sha256": hashlib.sha256(np.asarray(image).tobytes()).hexdigest()})
+            print(rows[-1], flush=True)
+    determinism.FUSED_INFERENCE_ATTENTION = True
+    return {"state": state, "steps": args.generate_steps, "size": args.size, "generate": rows,
+            "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+
+
 def table(paths: list[str]) -> str:
     """The rows of every given result, each step's median against the all-off row at the same micro-batch."""
     rows = [r for p in paths for r in json.loads(Path(p).read_text())["rows"]]
@@ -147,13 +186,16 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=12, help="kernels listed per setting")
     ap.add_argument("--seed", type=int, default=20260830)
     ap.add_argument("--device", default="cuda", help="cuda; cpu checks the bench itself on a tiny model")
+    ap.add_argument("--generate", action="store_true", help="time views with the attention forward fused and strict")
+    ap.add_argument("--generate-steps", type=int, default=28)
+    ap.add_argument("--views", type=int, default=2, help="timed views per setting, after a warm-up")
     ap.add_argument("--table", nargs="+", metavar="RESULT")
     args = ap.parse_args()
     if args.table:
         print(table(args.table))
         return 0
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    result = run(args)
+    result = run_generate(args) if args.generate else run(args)
     Path(args.out).write_text(json.dumps(result, indent=1))
     return 0
 

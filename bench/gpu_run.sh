@@ -10,7 +10,8 @@
 #   repro    the reproducibility pair: the trace of the generate path and a LoRA step (bench/repro_trace.py), the
 #            sizing DAG twice in two fresh working directories side by side, compared (fourloops compare); each GPU
 #            rule's job alone with the determinism settings off, then on
-#   batching what the LoRA step's determinism settings cost (bench/determinism_cost.py; GPU_RUN_ABLATE=0 skips),
+#   batching what the LoRA step's determinism settings cost (bench/determinism_cost.py; GPU_RUN_ABLATE=0 skips,
+#            =generate: the generate path's views fused and strict instead), GPU_RUN_JOBS=0 stops before the jobs,
 #            probes of the batched path (GPU_RUN_PROBES=0 skips), the LoRA and condition A's views one item a call
 #            and at auto (profiles/sizing-gpu/batching-*.yaml), compared; the images and tensors come back in parts
 #
@@ -283,6 +284,12 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   python3 -m snakemake "${PROFILE[@]}" -- results/provenance/sizing_model/omnigen2.json > "$RUN/builds.log" 2>&1 \
     || { mark "build failed"; tail -30 "$RUN/builds.log"; repro_collect; touch "$RUN/done"; return 1; }
   local model=sizing/models/sizing/omnigen2 m
+  if [ "${GPU_RUN_ABLATE:-1}" = generate ]; then  # views with the attention forward fused and strict, two processes
+    mkdir -p "$RUN/determinism"
+    for m in 1 2; do mark "determinism cost: views fused and strict, process $m"
+      timeout 200 python3 bench/determinism_cost.py --generate --model "$model" --out "$RUN/determinism/generate-$m.json" \
+        > "$RUN/determinism/generate-$m.log" 2>&1; grep "^{" "$RUN/determinism/generate-$m.log"; done
+  fi
   if [ "${GPU_RUN_ABLATE:-1}" = 1 ]; then  # the LoRA step with each determinism setting, one sample and 8 a forward
     mkdir -p "$RUN/determinism"
     for m in on off; do mark "determinism cost: the LoRA step, FOURLOOPS_DETERMINISM=$m"
@@ -298,6 +305,7 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
       --lora-steps bf16:precomputed:512 > "$RUN/probes.log" 2>&1; tail -4 "$RUN/probes.log"
   fi
   repro_collect sofar
+  [ "${GPU_RUN_JOBS:-1}" = 1 ] || { mark "done"; repro_collect; touch "$RUN/done"; return 0; }
   # the LoRA at one sample a forward (w3) and at auto (w4, the effective batch of 8 in one); condition A's 8 views at
   # one a call (w3) and at auto (w4): the same embeddings, fresh directories, each job alone on the card
   local before=(--configfile profiles/sizing-gpu/run.yaml profiles/sizing-gpu/batching-before.yaml)
