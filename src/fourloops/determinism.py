@@ -11,9 +11,7 @@ Every stage whose jobs compute with torch calls `apply(seed)` first, in its job'
   * cuDNN's benchmark off and its deterministic mode on; fp32 matrix products and convolutions at full IEEE
     precision (no TF32), whatever the card's default;
   * Triton kernels that pick their launch configuration by timing (`pin_autotuned`) given one configuration chosen
-    from the problem's shape, so two processes launch the same kernel;
-  * attention with no gradient to take keeps torch's fused forward kernels (`_fused_inference_attention`), which
-    strict mode would otherwise rule out with their backward.
+    from the problem's shape, so two processes launch the same kernel.
 
 `state()` reads the settings back from the live process (never from this module's intentions) for the job's
 provenance record, with the GPU, driver, CUDA, cuDNN and torch versions they hold for.
@@ -101,49 +99,9 @@ def apply(seed: int | None) -> dict:
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
         _full_fp32(torch)
-        _fused_inference_attention(torch)
     torch.manual_seed(value)  # every device's default generator
     _applied = {"mode": chosen, "seed": value}
     return state()
-
-
-# Attention computed with no gradient to take keeps torch's fused kernels (see _fused_inference_attention); a bench
-# sets it False to time the strict path.
-FUSED_INFERENCE_ATTENTION = True
-_SDPA_WHY = ("without gradients, torch's fused attention forward (cuDNN's or flash's) is allowed: a forward kernel "
-             "reduces each output row inside one thread block, with no atomics; torch's check refuses cuDNN's SDPA for "
-             "its backward, which accumulates with atomics, and attention with gradients stays strict")
-
-
-def _fused_inference_attention(torch) -> None:
-    """torch's strict mode rules cuDNN's SDPA out for forwards too, leaving its slower memory-efficient kernels (on
-    an H100 the generator's attention forward took about 3x the device time): a call of
-    torch.nn.functional.scaled_dot_product_attention under no_grad/inference, or on inputs none of which requires a
-    gradient, runs with the check off. Named in the record's exempt_calls."""
-    import torch.nn.functional as F
-
-    original = F.scaled_dot_product_attention
-    if getattr(original, "_fourloops_exempt", False):
-        return
-
-    def sdpa(*args, **kwargs):
-        if not FUSED_INFERENCE_ATTENTION or not torch.are_deterministic_algorithms_enabled():
-            return original(*args, **kwargs)
-        if torch.is_grad_enabled() and any(getattr(t, "requires_grad", False)
-                                           for t in (*args[:3], *(kwargs.get(k) for k in ("query", "key", "value")))):
-            return original(*args, **kwargs)
-        warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-        torch.use_deterministic_algorithms(False)
-        try:
-            return original(*args, **kwargs)
-        finally:
-            torch.use_deterministic_algorithms(True, warn_only=warn_only)
-
-    sdpa._fourloops_exempt = True
-    F.scaled_dot_product_attention = sdpa
-    entry = f"torch.nn.functional.scaled_dot_product_attention (no gradient): {_SDPA_WHY}"
-    if entry not in _exempt:
-        _exempt.append(entry)
 
 
 def _full_fp32(torch) -> None:
