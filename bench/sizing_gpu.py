@@ -126,9 +126,10 @@ def child(args) -> int:
     # stage's model code) to its record built; not the interpreter's start, nor the teardown after the record
     t0 = time.perf_counter()
     rss = RssPeaks() if Path("/proc/self/status").exists() else None
-    import torch
+    from fourloops import determinism
 
-    torch.backends.cuda.matmul.allow_tf32 = False
+    determinism.before_cuda()  # probe() applies the jobs' determinism settings, fp32 at IEEE precision among them
+    import torch  # noqa: F401 - the child's heavy import, inside its wall
     from fourloops.stages.probe import probe
 
     c = json.loads(args.child)

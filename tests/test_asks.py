@@ -921,3 +921,27 @@ def test_the_committed_forecast_table_regenerates_and_the_readme_quotes_it():
     assert text == (GPU_RUN / "forecast.md").read_text()
     (line,) = [x[2:] for x in text.split("## Summary\n", 1)[1].splitlines() if x.startswith("- ")]
     assert line in GPU_RUNS_DOC.read_text()
+
+
+def test_a_batch_no_probe_ran_is_read_between_the_probed_calls(tmp_path):
+    """A generator probe at 1 and 8 views a call: 6 s a view alone, 3 s a view in a call of 8 (24 s a call). A call
+    of 4 is read on the line between the two calls: 6 + (24 - 6) x 3/7 = 13.714 s, 3.4286 s a view; 8 and 12 read
+    the call of 8; a probe with no batches gives nothing for a batch."""
+    from fourloops.stage import measured_key
+
+    confs = [{"references": 1, "batch": 1, "seconds_per_item": 6.0, "first_item_seconds": 7.0,
+              "items": [{"seconds": 7.0}, {"seconds": 6.0}]},
+             {"references": 1, "batch": 8, "seconds_per_item": 3.0, "first_item_seconds": 4.0,
+              "items": [{"seconds": 32.0}, {"seconds": 24.0}]}]
+    for name, rows in (("batched", confs), ("plain", [{k: v for k, v in confs[0].items() if k != "batch"}])):
+        path = tmp_path / name / "results" / "probe" / "desk" / "generator.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"key": "generator/omnigen2/bf16/512", "machine_name": "desk", "load_seconds": 10.0,
+                                    "configurations": rows}))
+    measured = asks.Measurements.load(tmp_path / "batched", measured_key)
+    at = {b: measured.timing("generator/omnigen2/bf16/512", "desk", references=1, batch=b) for b in (1, 4, 8, 12)}
+    assert at[1][1] == 6.0 and at[8][1] == 3.0 and at[12][1] == 3.0
+    assert at[4][1] == pytest.approx(3.4286, abs=1e-4) and "interpolated between the probed calls of 1 and 8" in at[4][2]
+    plain = asks.Measurements.load(tmp_path / "plain", measured_key)
+    assert plain.timing("generator/omnigen2/bf16/512", "desk", references=1, batch=4) is None
+    assert plain.timing("generator/omnigen2/bf16/512", "desk", references=1)[1] == 6.0

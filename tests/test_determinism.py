@@ -77,3 +77,19 @@ def test_the_gpu_pairs_account_regenerates_from_its_records():
         trace = repro_table.trace(record)
         assert trace["on"]["image_equal"] and trace["on"]["lora_grads"]["equal"]
         assert not trace["off"]["image_equal"]
+
+
+def test_the_batching_account_regenerates_from_its_records():
+    """bench/results/batching-*/summary.md is what bench/batching_table.py makes from the records beside it; where a
+    second lease of the same machine kind ran the one-a-call side, every image and tensor it made is the same."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import batching_table
+
+    records = sorted((REPO / "bench" / "results").glob("batching-*"))
+    assert records
+    for record in records:
+        assert (record / "summary.md").read_text() == batching_table.report(record), record
+        if (record / "compare-leases.txt").is_file():
+            rows, _ = batching_table._verdicts(record / "compare-leases.txt")
+            made = {a: v for a, (v, _) in rows.items() if a.endswith((".png", ".safetensors", ".loss.csv"))}
+            assert made and set(made.values()) == {"equal"}, made

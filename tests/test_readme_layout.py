@@ -188,6 +188,16 @@ def _pair(record) -> str:
     return f"{files} of {files} outputs equal ({same} the same bytes, {equal} once their measurement fields are out)"
 
 
+def _batching(record) -> str:
+    text = record.read_text()
+    (view,) = _one(r"^\| generate A, s a view \(8 views\) \| \S+ \| \S+ \| (\S+)x \|", text)
+    (step,) = _one(r"^\| lora_train, s an optimizer step of 8 samples \(steps 2-10\) \| \S+ \| \S+ \| (\S+)x \|", text)
+    (equal,) = _one(r"^Equal: (.*)$", text)
+    made = [a for a in equal.split(", ") if a.endswith(("png`", "safetensors`"))]
+    return (f"generate A {view}x faster a view at 8 a call; a LoRA step {step}x at 8 samples a forward; "
+            f"a second lease: {len(made)} images and tensors the same bytes")
+
+
 COSTS = {
     "bench/results/smoke-ladder-2026-12-05.txt": _smoke_ladder,
     "bench/results/suite-2026-12-07.txt": _suite,
@@ -197,6 +207,7 @@ COSTS = {
     "bench/results/gpu-run-h100-2026-12-06-run46/table.md": _forecasts,
     "bench/results/walls-fit-h200-2026-12-01.md": _walls,
     "bench/results/repro-h100-2026-12-07/summary.md": _pair,
+    "bench/results/batching-h100-2026-12-07/summary.md": _batching,
 }
 
 

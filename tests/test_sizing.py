@@ -335,17 +335,25 @@ def test_a_lora_step_probe_runs_the_trainer_and_the_wall_check_reads_its_peak_an
     sizing.build("qwen_image_edit_plus", out, "cpu", texts=["seen from 90 degrees"], arch_dir=_tiny_arch_dir(tmp_path))
     settings = {"backend": "qwen_image_edit_plus", "model": str(out), "model_set": "sizing", "rank": 2, "alpha": 2.0,
                 "dropout": 0.0, "target_modules": ["to_q", "to_k", "to_v", "to_out.0"], "steps": 200, "lr": 1e-4,
-                "weight_decay": 0.0, "max_grad_norm": 1.0, "resolution": 64, "accumulation": 8,
+                "weight_decay": 0.0, "max_grad_norm": 1.0, "resolution": 64, "accumulation": 8, "micro_batch": 2,
                 "frozen_dtype": "fp32", "text_encoder": "precomputed", "seed": 0, "device": "cpu"}
     dest = tmp_path / "results" / "probe" / "desk" / "lora_step.json"
     rec = probe("lora_step", settings, machine_name="desk", model_set="sizing", items=3, out=str(dest))
     assert rec["key"] == asks.lora_key(settings) == "lora_step/qwen_image_edit_plus/fp32/transformer/64"
-    (conf,) = rec["configurations"]
-    assert len(conf["items"]) == 3 and conf["seconds_per_item"] > 0 and conf["error"] is None
+    assert rec["determinism"]["applied"] and rec["determinism"]["mode"] == "on"  # timed as the jobs run
+    # one sample a step, then the micro-batch's two a step: each configuration's seconds are a sample's
+    one, two = rec["configurations"]
+    assert (one["batch"], two["batch"]) == (1, 2)
+    for conf in (one, two):
+        assert len(conf["items"]) == 3 and conf["seconds_per_item"] > 0 and conf["error"] is None
+    steady_call = sum(i["seconds"] for i in two["items"][1:]) / 2
+    assert two["seconds_per_item"] == pytest.approx(steady_call / 2, abs=1e-4)
     assert rec["model"]["components_loaded"] == ["transformer", "vae"] and not rec["model"]["text_encoder_loaded"]
     assert rec["model"]["census"]["lora_tensors"] > 0
-    timing = asks.Measurements.load(tmp_path, measured_key).timing(rec["key"], "desk")
-    assert timing is not None and timing[1] == conf["seconds_per_item"]
+    measured = asks.Measurements.load(tmp_path, measured_key)
+    assert measured.timing(rec["key"], "desk", batch=1)[1] == one["seconds_per_item"]
+    assert measured.timing(rec["key"], "desk", batch=2)[1] == two["seconds_per_item"]
+    assert measured.timing(rec["key"], "desk", batch=8)[1] == two["seconds_per_item"]  # beyond the probed: its largest
 
 
 def test_a_text_encoder_probe_runs_the_embeddings_jobs_code_and_times_the_embeddings_job(tmp_path):

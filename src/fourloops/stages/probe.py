@@ -395,10 +395,13 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
           guard_machine: str | None = None) -> dict:
     """Load the `component` of `settings` once and time `items` passes per configuration; returns the record
     (written to `out` when given). `guard_machine`: refuse a card others hold beyond that machine's limit."""
-    from fourloops import provenance
+    from fourloops import determinism, provenance
 
     from fourloops.stage import load
 
+    # timed with the jobs' own kernel settings, whoever calls (the probe rule, bench/sizing_gpu.py): the fused
+    # kernels the settings rule out are faster, and a forecast from them would be short
+    determinism.apply(None)
     declared = _gpu(component)
     if isinstance(items, bool) or int(items) < 1:
         raise ProbeError(f"items = {items!r}; allowed: an int >= 1")
@@ -458,6 +461,7 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
                           "grew": any(caches_after[k] > caches_before.get(k, 0.0) for k in caches_after)},
         **about,
         "sizing_model": sizing_record,
+        "determinism": determinism.state(),
         "apparatus_seconds": round(apparatus_s, 3),
         "apparatus": {
             **apparatus,
@@ -498,7 +502,7 @@ def _sizing_record(where: str | None) -> dict | None:
         if candidate.is_file():
             rec = read_json(candidate)
             return {k: rec.get(k) for k in ("model_set", "component", "classes", "parameters", "bytes_on_disk",
-                                            "seconds", "tokenizer", "adapter_assumed", "architectures")}
+                                            "tokenizer", "adapter_assumed", "architectures")}
     return None
 
 
@@ -506,9 +510,6 @@ def probe_stage(out: str, machine_name: str, component: str, settings: dict, mod
                 machine: str = "desk") -> dict:
     """The probe rule's job: the configured model of `component` on this machine (scripts/probe.py), timed with the
     jobs' own kernel settings (fourloops.determinism)."""
-    from fourloops import determinism
-
-    determinism.apply(None)
     record = probe(component, settings, machine_name=machine_name, model_set=model_set, out=out,
                    guard_machine=machine)
     return {"probe": {k: record[k] for k in ("key", "load_seconds", "pass_seconds", "peak_vram_gib", "complete")},
