@@ -11,7 +11,6 @@ one-a-call side, compare-leases.txt (its w3 against this one's). --write puts th
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
@@ -137,15 +136,9 @@ def report(record: Path) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("record", type=Path)
-    ap.add_argument("--write", action="store_true", help="write summary.md beside the records")
-    args = ap.parse_args()
-    text = report(args.record)
-    if args.write:
-        (args.record / "summary.md").write_text(text)
-    print(text, end="")
-    return 0
+    from repro_table import summary_cli
+
+    return summary_cli(report, __doc__)
 
 
 if __name__ == "__main__":

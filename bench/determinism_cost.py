@@ -134,18 +134,16 @@ def fuse_inference_attention(torch) -> None:
     picks its fused forward; whether that forward writes the same bits every time is what two processes show."""
     import torch.nn.functional as F
 
+    from fourloops.determinism import checks_off
+
     original = F.scaled_dot_product_attention
 
     def sdpa(*args, **kwargs):
         qkv = (*args[:3], *(kwargs.get(k) for k in ("query", "key", "value")))
         if not FUSED["on"] or (torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in qkv)):
             return original(*args, **kwargs)
-        warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-        torch.use_deterministic_algorithms(False)
-        try:
+        with checks_off(torch):
             return original(*args, **kwargs)
-        finally:
-            torch.use_deterministic_algorithms(True, warn_only=warn_only)
 
     F.scaled_dot_product_attention = sdpa
 

@@ -148,16 +148,21 @@ def report(record: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def summary_cli(make, doc: str) -> int:
+    """A record folder's summary script: `make(record)` printed, and with --write put in RECORD/summary.md."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("record", type=Path)
     ap.add_argument("--write", action="store_true", help="write RECORD/summary.md")
     args = ap.parse_args()
-    text = report(args.record)
+    text = make(args.record)
     if args.write:
         (args.record / "summary.md").write_text(text)
     print(text, end="")
     return 0
+
+
+def main() -> int:
+    return summary_cli(report, __doc__)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ such a job made.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -142,6 +143,18 @@ def pin_autotuned(module, choose, label: str) -> list[str]:
     return names
 
 
+@contextlib.contextmanager
+def checks_off(torch):
+    """torch's determinism check off for the body, back as it was after (strict or warn-only)."""
+    strict = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(False)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(strict, warn_only=warn_only)
+
+
 def exempt_calls(owner, method: str, label: str, why: str) -> None:
     """Run `owner.method` with torch's determinism check off: for a call torch flags as having no deterministic
     kernel whose result is exact whatever the order of its sums (`why` says how, and the record names it). Only
@@ -156,13 +169,8 @@ def exempt_calls(owner, method: str, label: str, why: str) -> None:
 
     @functools.wraps(original)
     def call(*args, **kwargs):
-        strict = torch.are_deterministic_algorithms_enabled()
-        warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-        torch.use_deterministic_algorithms(False)
-        try:
+        with checks_off(torch):
             return original(*args, **kwargs)
-        finally:
-            torch.use_deterministic_algorithms(strict, warn_only=warn_only)
 
     call._fourloops_exempt = True
     setattr(owner, method, call)
