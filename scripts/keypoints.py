@@ -1,3 +1,4 @@
+from fourloops.batching import resolved
 from fourloops.jobs import job
 from fourloops.stages.keypoints import keypoints_stage
 
@@ -8,4 +9,5 @@ with job(snakemake) as run:
         azimuths=snakemake.params.azimuths,
         detector=snakemake.params.detector,
         machine=snakemake.config["machine"],
+        batch=resolved(snakemake.resources),
     ))

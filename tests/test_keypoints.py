@@ -201,3 +201,34 @@ def test_a_keypoints_job_calls_the_detector_one_image_at_a_time(monkeypatch, tmp
     keypoints_stage([str(p) for p in images], [str(tmp_path / f"{i}.json") for i in range(3)], [0, 30, 60],
                     {"device": "cpu", "weights": "w", "resolution": 576, "num_windows": 1})
     assert calls == [1, 1, 1]
+
+
+def test_a_batched_keypoints_job_makes_its_largest_call_first_and_writes_every_image(monkeypatch, tmp_path):
+    from fourloops.stages.keypoints import keypoints_stage
+
+    calls = []
+
+    class Fake:
+        load_seconds = 0.0
+
+        def detect(self, image):
+            raise AssertionError("a batched job called the detector one image at a time")
+
+        def detect_many(self, images, batch_size=1):
+            calls.append((len(images), batch_size))
+            return [{"keypoints": [], "n": len(calls)} for _ in images]
+
+        def describe(self):
+            return {}
+
+    monkeypatch.setattr(K, "load_detector", lambda *a, **k: Fake())
+    images = []
+    for i in range(5):
+        images.append(tmp_path / f"{i}.png")
+        Image.new("RGB", (8, 8)).save(images[-1])
+    outs = [tmp_path / f"{i}.json" for i in range(5)]
+    rec = keypoints_stage([str(p) for p in images], [str(p) for p in outs], [0, 30, 60, 90, 120],
+                          {"device": "cpu", "weights": "w", "resolution": 576, "num_windows": 1}, batch=2)
+    assert calls == [(2, 2), (2, 2), (1, 2)] and rec["batch"] == 2
+    written = [json.loads(p.read_text()) for p in outs]
+    assert [w["n"] for w in written] == [1, 1, 2, 2, 3] and [w["azimuth_requested"] for w in written] == [0, 30, 60, 90, 120]

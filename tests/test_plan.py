@@ -113,6 +113,28 @@ def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
         f"config generator.model = '{local}' is a directory on this machine"], proc.stdout[-3000:]
 
 
+def test_auto_batches_fill_the_card_of_the_machine_a_job_is_placed_on(tmp_path):
+    """`auto` takes the largest batch whose ask fits the job's card (and what the run's Snakemake provides), so no
+    ask passes the card and a bigger card never gets a smaller batch; a number is taken as asked; the plan prints the
+    batch each job runs at."""
+    (tmp_path / "batch.yaml").write_text("keypoints:\n  batch: 3\nlora:\n  micro_batch: auto\n")
+    args = ("--config", "model_set=real", "--configfile", pinned(tmp_path), str(tmp_path / "batch.yaml"), "--",
+            "results/ladder.csv")
+    jobs = {m: {(j["rule"], j["output"]): j for j in plan(tmp_path, "--machine", m, *args)["jobs"]}
+            for m in ("desk", "pod")}
+    card = {"desk": 24.0, "pod": 48.0}  # config/machines.yaml's cards (GiB)
+    for machine, placed in jobs.items():
+        gen = [j for (rule, _), j in placed.items() if rule == "generate"]
+        assert gen and all(1 < j["batch"] <= 8 and j["vram_gib"] <= card[machine] for j in gen), gen
+        lora = [j for (rule, _), j in placed.items() if rule == "lora_train"]
+        assert lora and 1 < lora[0]["batch"] <= 8 and lora[0]["vram_gib"] <= card[machine]
+        kp = [j for (rule, _), j in placed.items() if rule == "keypoints_generated"]
+        assert kp and {j["batch"] for j in kp} == {3}
+    for key, job in jobs["desk"].items():  # the pod's card holds at least the desk's batch of every job
+        if job["rule"] in ("generate", "lora_train"):
+            assert jobs["pod"][key]["batch"] >= job["batch"], key
+
+
 def test_a_plan_places_each_job_as_the_profiles_executor_would(tmp_path):
     """The dry-run runs under Snakemake's own `dryrun` executor; the plan judges and prices each job where the
     profile's executor would run it: the seeds' LoRA setup (27 GiB) on the pod under profiles/pod, each job on its

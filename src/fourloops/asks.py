@@ -607,10 +607,13 @@ def detector_ask(
     facts: dict, det: dict, *, n_images: int = 1, batch: int = 1, measured: Measurements | None = None,
     machine: str = "desk",
 ) -> Ask:
-    """A keypoints job: the detector at its resolution, `batch` images a call (the keypoints stage runs one)."""
+    """A keypoints job: the detector at its resolution, `batch` images a call (a one-image call's peak, measured or
+    estimated, plus a pass's activations for each further image)."""
     name = "rfdetr_keypoint_preview"
     model = facts["models"][name]
     res = int(det["resolution"])
+    batch = max(1, int(batch))
+    batched = batch_raise(batch, batch_item_gib(facts, name, res), "image(s)")
 
     def estimate() -> Figure:
         row = seed_row(facts, name, precision="fp32", resolution=res, batch=batch)
@@ -622,11 +625,13 @@ def detector_ask(
     stage = facts["stages"]["keypoints_cpu"]
     ram = Figure(float(stage["ram_gib"]), stage["source"])
     secs = model.get("seconds") or {}
-    seconds = _measured_seconds(measured, detector_key(det), machine, n_images, "images") or Figure(
-        float(secs.get("load", 10)) + n_images * float(secs.get("per_image", 1.0)), "estimate: models.yaml seconds")
+    seconds = (_measured_seconds(measured, detector_key(det), machine, n_images, f"images at {batch} a call",
+                                 batch=batch)
+               or _measured_seconds(measured, detector_key(det), machine, n_images, "images") or Figure(
+        float(secs.get("load", 10)) + n_images * float(secs.get("per_image", 1.0)), "estimate: models.yaml seconds"))
     vram, devices = _card(facts, measured, machine, det["device"], detector_key(det), estimate,
-                          weights_gib(facts, name, "fp32"), process_kind("detector", "fp32"))
-    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
+                          weights_gib(facts, name, "fp32"), process_kind("detector", "fp32"), batched=batched)
+    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name, batch=batch)
 
 
 def scorer_ask(

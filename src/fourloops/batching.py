@@ -5,13 +5,14 @@
 computed at each batch (fourloops.asks models a batch as the one-item pass plus the activations of each further
 item) and the largest that fits the machine's VRAM, and the VRAM the Snakemake that runs it provides, is taken; a
 job no batch fits is asked at 1, and the walls refuse it with their levers. The chosen batch is the ask's `batch`,
-which the job receives as its `batch` resource: where a job runs and how full it fills the card, never part of what
-it computes (a view, a detection or a grade does not depend on the others in its call).
+which the job receives as its `batch` resource. Batched kernels round differently (on an H100, OmniGen2's views at 8
+a call came out up to 9 levels off their one-a-call bytes), so a stage whose bytes follow the batch
+(`Stage.batch_changes_bytes`) has it in its jobs' identity: placed where another batch fits, a job runs again.
 """
 
 from __future__ import annotations
 
-LINEAGE = False  # how many items share a call, never what an item is: not in any job's lineage
+LINEAGE = False  # how a batch is chosen: the batch itself enters the identity of a job whose bytes follow it
 
 import dataclasses
 from typing import Callable

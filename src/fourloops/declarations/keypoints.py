@@ -10,10 +10,13 @@ from fourloops.stage import AskContext, Build, Gpu, Knob, Stage
 
 
 def ask(ctx: AskContext, wildcards: dict, params: dict):
-    from fourloops import asks
+    from fourloops import asks, batching
 
-    found = asks.detector_ask(ctx.facts, params["detector"], n_images=len(params["azimuths"]),
-                              measured=ctx.measured, machine=ctx.machine)
+    det, n = params["detector"], len(params["azimuths"])
+    found = batching.choose(lambda b: asks.detector_ask(ctx.facts, det, n_images=n, batch=b, measured=ctx.measured,
+                                                        machine=ctx.machine),
+                            det.get("batch", 1), most=n, limit_gib=batching.card_gib(ctx.machine, ctx.provided_vram_mb),
+                            key="keypoints.batch")
     if params["detector"].get("ask_card"):  # smoke.ask_card: a card reserved, the tiny detector on the CPU
         from dataclasses import replace
 
@@ -56,10 +59,10 @@ def _detector_ask(facts: dict, settings: dict):
 DETECTOR = Gpu(
     name="detector", key=_detector_key, probe="fourloops.stages.probe:_probe_detector",
     settings=model_sets.detector, ask=_detector_ask, needs=detector_needs,
-    knobs=(Knob((), "resolution", ("keypoints", "resolution"), "size"),),
+    knobs=(Knob((), "resolution", ("keypoints", "resolution"), "size"), Knob((), "batch", ("keypoints", "batch"), "batch")),
     builds=(Build("detector", "rfdetr_keypoint_preview", "fp32"),), model_at="weights", precision=lambda s: "fp32",
     smoke_inputs=lambda config: model_sets.built_models(config, "detector"))
 
 STAGE = Stage(name="keypoints", code="fourloops.stages.keypoints",
               rules=("keypoints", "keypoints_generated", "keypoints_restyled"), profile="desk", ask=ask, needs=needs,
-              measures=measures, knobs=DETECTOR.knobs_at(("detector",)), gpus=(DETECTOR,))
+              measures=measures, knobs=DETECTOR.knobs_at(("detector",)), gpus=(DETECTOR,), batch_changes_bytes=True)

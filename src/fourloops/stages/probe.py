@@ -221,9 +221,11 @@ def _probe_detector(s: dict, memory: _Memory, references, items: int, prompt: st
     t_load, model = _timed(memory, lambda: load_detector(s["weights"], device=s["device"], resolution=res,
                                                          num_windows=int(s["num_windows"])))
     weights = memory.allocated_gib()
+    batches = sorted(set(batches) | set(probed_batches(s.get("batch", 1), 64)))
     images = _images(max(1, items) * max(batches), res, seed=0)
-    configs = [_run_configuration(memory, {"images_per_call": b, "resolution": res}, items,
-                                  lambda i, b=b: (model.detect_many(images[i * b:(i + 1) * b], batch_size=b), None)[1])
+    configs = [per_item(_run_configuration(memory, {"images_per_call": b, "batch": b, "resolution": res}, items,
+                                           lambda i, b=b: (model.detect_many(images[i * b:(i + 1) * b], batch_size=b),
+                                                           None)[1]), b)
                for b in batches]
     return t_load, {"weights_gib": weights, "model": model.describe()}, configs
 
