@@ -100,6 +100,22 @@ def jobs(record: Path) -> dict:
     return out
 
 
+def walls(record: Path) -> list[str]:
+    """Each GPU job's VRAM ask (its vram_mb resource) against the driver's peak of its process (NVML)."""
+    out = ["| directory | job | batch | asked GiB | torch peak GiB | NVML peak GiB | asked/NVML |", "|---|---|---|---|---|---|---|"]
+    for w in ("w3", "w4", "lease2/w3"):
+        for rule in ("lora_embeddings/embeddings", "lora_train/camera", "generate/A"):
+            path = record / w / "results" / "provenance" / f"{rule}.json"
+            if not path.is_file():
+                continue
+            rec = _json(path)
+            asked = float(rec["resources"]["vram_mb"]) / 1024
+            batch = "one a call" if w.endswith("w3") else "auto"
+            out.append(f"| {w} | {rule.split('/')[0]} | {batch} | {asked:.2f} | {rec['peak_vram_gib']:.2f} | "
+                       f"{rec['nvml_peak_gib']:.2f} | {asked / rec['nvml_peak_gib']:.3f} |")
+    return out
+
+
 def report(record: Path) -> str:
     runs = [ln for ln in (record / "gpu_run.log").read_text().splitlines() if "== code" in ln or "HBM3" in ln]
     j = jobs(record)
@@ -119,6 +135,7 @@ def report(record: Path) -> str:
             f" | {g['wall_one']:.1f} s | {g['wall_auto']:.1f} s |",
             f"| lora_train, s an optimizer step of 8 samples (steps 2-10) | {lo['one']:.3f} | {lo['auto']:.3f} | "
             f"{lo['one'] / lo['auto']:.2f}x | {lo['wall_one']:.1f} s | {lo['wall_auto']:.1f} s |", "",
+            "## The walls' asks against the driver (held out: no fit read these jobs)", "", *walls(record), "",
             f"## One a call (w3) against auto (w4), `fourloops compare`: {batch_count}", "",
             "| artifact | verdict | figures |", "|---|---|---|"]
     out += [f"| `{a}` | {v} | {_cell(f)} |" for a, (v, f) in sorted(batch.items())

@@ -1,7 +1,7 @@
 """What the full real ladder costs on a pod, simulated before one is rented: billed pod-seconds against
 GPU-busy seconds, the floor, and `fourloops plan --machine pod`'s forecast against the simulated bill.
 
-    .venv/bin/python bench/pod_bill.py [--probes bench/results/sizing-h200-2026-12-01] [--json OUT]
+    .venv/bin/python bench/pod_bill.py [--probes bench/results/sizing-h200-2026-12-01] [--configfile F ...] [--json OUT]
 
 The run: the real model set, the four conditions x 8 views, the LoRA with `lora.profile: pod`, restyle and
 grades (targets results/ladder.csv and results/grades/<style>.csv), planned by `fourloops plan --machine pod`
@@ -58,9 +58,11 @@ IDLE_TEARDOWN_S = 300.0  # machines.yaml pod.runpod.idle_teardown_s
 LOCAL_CORES = 2  # profiles/pod local-cores
 
 
-def planned(probes: Path | None = None, style: str = "watercolor") -> dict:
+def planned(probes: Path | None = None, style: str = "watercolor", configfiles: list[Path] = ()) -> dict:
     """The plan on the pod; with `probes`, that directory's probe records time the jobs, as if the pod were the
-    machine they ran on (their machine_name becomes pod: the plan times a job only by the target's own probe)."""
+    machine they ran on (their machine_name becomes pod: the plan times a job only by the target's own probe);
+    `configfiles` over the config (a batch, say)."""
+    configfiles = [str(Path(c).resolve()) for c in configfiles]  # before the plan's working directory is the scratch one
     with tempfile.TemporaryDirectory() as work:
         if probes is not None:
             dest = Path(work) / "results" / "probe" / "pod"
@@ -74,7 +76,8 @@ def planned(probes: Path | None = None, style: str = "watercolor") -> dict:
         cwd = os.getcwd()
         os.chdir(work)
         try:
-            p = planmod.run(["-s", str(REPO / "Snakefile"), "--configfile", str(cfg), "--",
+            p = planmod.run(["-s", str(REPO / "Snakefile"), "--configfile", str(cfg),
+                             *configfiles, "--",
                              "results/ladder.csv", f"results/grades/{style}.csv"], "pod")
         finally:
             os.chdir(cwd)
@@ -232,8 +235,12 @@ def main(argv=None) -> int:
     ap.add_argument("--probes", type=Path, help="probe records (e.g. bench/results/sizing-h200-2026-12-01) that time "
                                                 "the pod's jobs; default: the plan's forecasts (models.yaml)")
     ap.add_argument("--orders", type=int, default=20, help="shuffled job orders to try (default 20)")
+    ap.add_argument("--configfile", type=Path, nargs="*", default=[],
+                    help="config files over the shipped config (e.g. a batch: generator.batch: 1)")
     args = ap.parse_args(argv)
-    p = planned(args.probes)
+    p = planned(args.probes, configfiles=args.configfile)
+    for c in args.configfile:
+        print(f"config over the shipped one, {c}: " + " ".join(Path(c).read_text().split()))
     if not p["ok"] or not p.get("pod_bill"):
         print("the plan refused a job or has no pod jobs:", p.get("refusals"), file=sys.stderr)
         return 2
