@@ -148,6 +148,23 @@ def test_the_mildest_precision_that_fits_here_is_the_lever():
     assert found.summary.startswith("reaches it here: generator.precision: bf16")
 
 
+def test_a_batch_asked_by_number_offers_the_largest_of_its_halves_that_fits():
+    """OmniGen2 at bf16, 16 views a call of 16 views: refused on the desk's 24 GiB; the batch lever is the largest
+    half of 16 whose ask, through the stage's own ask at that batch, fits here."""
+    gen = {**generator("omnigen2", "bf16"), "batch": 16}
+    params = {"job": {"model_set": "real", "generator": gen, "reference_azimuths": [0], "azimuths": list(range(16))}}
+    ctx = AskContext(FACTS, None, "desk")
+    ask = stage_for("generate").ask_for(ctx, {"condition": "A"}, params)
+    job = walls.PendingJob("generate", "results/generate/A/az000.png", "pod", ask, {"condition": "A"}, params, ctx)
+    assert ask.batch == 16 and not walls.check_jobs([job], MACHINES, "desk").ok
+    (lever,) = [lv for lv in levers.find(job, MACHINES, "desk").levers if lv.kind == "batch"]
+    at = {b: asks.generator_ask(FACTS, gen, n_references=1, n_views=16, batch=b).vram.value for b in (8, 4, 2, 1)}
+    card = machines.machine(MACHINES, "desk").vram_gib
+    largest = max(b for b, gib in at.items() if gib <= card)
+    assert lever.here and lever.name == f"generator.batch: {largest}"
+    assert lever.ask.vram.value == at[largest] and lever.ask.batch == largest
+
+
 # ---------------------------------------------------------------------------------- none reaches
 def test_a_job_no_lever_reaches_says_so_with_the_nearest_miss():
     facts = copy.deepcopy(FACTS)
