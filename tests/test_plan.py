@@ -67,6 +67,17 @@ def test_changed_param_plans_only_what_depends_on_it(built_copy):
     assert all(j["seconds_source"].startswith("benchmark history") for j in p["jobs"] if j["rule"] == "generate")
 
 
+def test_a_job_whose_bytes_follow_its_batch_runs_again_at_another_batch(built_copy):
+    """Batched detector calls round differently, so keypoints jobs asked for 2 images a call plan again, with what
+    reads them, and nothing upstream; the plan prints the batch they would run at."""
+    (built_copy / "batch2.yaml").write_text("keypoints:\n  batch: 2\n")
+    p = plan(built_copy, "--configfile", str(built_copy / "batch2.yaml"), "--", "results/ladder.csv")
+    got = {j["rule"] for j in p["jobs"]}
+    assert "keypoints_generated" in got and "generate" not in got and "render" not in got, got
+    kp = [j for j in p["jobs"] if j["rule"] == "keypoints_generated"]
+    assert all(j["batch"] == 2 for j in kp), kp
+
+
 def test_plan_on_the_pod_prices_pod_jobs(tmp_path):
     real = ("--machine", "pod", "--config", "model_set=real")
     proc = plan_proc(tmp_path, *real, "--", "results/ladder.csv")  # the shipped config pins no generator commit
