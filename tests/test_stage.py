@@ -547,3 +547,19 @@ def test_a_new_stage_is_seen_by_walls_preflight_plan_and_lineage(repo_copy, buil
     module.write_text(module.read_text() + "\n# edited\n")
     proc = smk(toy, built_copy, f"--configfile={small}", "-n", "results/toy/out.json")
     assert planned(proc) == ["toy"], proc.stdout[-3000:]
+
+
+def test_the_batch_a_job_runs_at_is_in_the_identity_of_the_stages_whose_bytes_follow_it():
+    """generate, restyle, lora_train and the keypoints rules carry their resolved batch into their lineage (an `auto`
+    that resolves to another batch on another machine reruns them); a stage whose bytes do not follow a batch
+    carries nothing."""
+    from types import SimpleNamespace
+
+    from fourloops.smk import Workflow
+
+    wf = Workflow.__new__(Workflow)
+    wf.placement = SimpleNamespace(ask=lambda rule, wildcards: SimpleNamespace(batch=3))
+    for rule in ("generate", "restyle", "lora_train", "keypoints_generated", "keypoints_restyled"):
+        assert wf._batch_identity(rule, {}) == {"batch": 3}, rule
+    for rule in ("fit", "ladder", "lora_embeddings", "grades", "render"):
+        assert wf._batch_identity(rule, {}) is None, rule
