@@ -173,62 +173,53 @@ def test_corrupt_checkpoint_is_not_redownloaded(tmp_path):
     assert bad.read_bytes() == b"not a checkpoint"
 
 
-def test_a_keypoints_job_calls_the_detector_one_image_at_a_time(monkeypatch, tmp_path):
-    # the walls fit the detector on each process's first call (bench/walls_fit.py AFTER_CALL): a job's every call must
-    # be one size, so none runs on a pool that holds a smaller call's blocks
+class _Detector:
+    """The detector as a keypoints job calls it: each call noted (1 a one-image call, (images, batch_size) a
+    batched one); `batched` says which kind the job must make."""
+
+    load_seconds = 0.0
+
+    def __init__(self, calls: list, batched: bool):
+        self.calls, self.batched = calls, batched
+
+    def detect(self, image):
+        assert not self.batched, "a batched job called the detector one image at a time"
+        self.calls.append(1)
+        return {"keypoints": []}
+
+    def detect_many(self, images, batch_size=1):
+        assert self.batched, "a keypoints job of one image a call batched its images"
+        self.calls.append((len(images), batch_size))
+        return [{"keypoints": [], "n": len(self.calls)} for _ in images]
+
+    def describe(self):
+        return {}
+
+
+def _keypoints_job(monkeypatch, tmp_path, n: int, batch: int) -> tuple[list, dict, list[Path]]:
     from fourloops.stages.keypoints import keypoints_stage
 
     calls = []
-
-    class Fake:
-        load_seconds = 0.0
-
-        def detect(self, image):
-            calls.append(1)
-            return {"keypoints": []}
-
-        def detect_many(self, images, batch_size=1):
-            raise AssertionError("a keypoints job batched its images")
-
-        def describe(self):
-            return {}
-
-    monkeypatch.setattr(K, "load_detector", lambda *a, **k: Fake())
+    monkeypatch.setattr(K, "load_detector", lambda *a, **k: _Detector(calls, batched=batch > 1))
     images = []
-    for i in range(3):
+    for i in range(n):
         images.append(tmp_path / f"{i}.png")
         Image.new("RGB", (8, 8)).save(images[-1])
-    keypoints_stage([str(p) for p in images], [str(tmp_path / f"{i}.json") for i in range(3)], [0, 30, 60],
-                    {"device": "cpu", "weights": "w", "resolution": 576, "num_windows": 1})
+    outs = [tmp_path / f"{i}.json" for i in range(n)]
+    rec = keypoints_stage([str(p) for p in images], [str(p) for p in outs], [30 * i for i in range(n)],
+                          {"device": "cpu", "weights": "w", "resolution": 576, "num_windows": 1}, batch=batch)
+    return calls, rec, outs
+
+
+def test_a_keypoints_job_calls_the_detector_one_image_at_a_time(monkeypatch, tmp_path):
+    # the walls fit the detector on each process's first call (bench/walls_fit.py AFTER_CALL): a job's every call must
+    # be one size, so none runs on a pool that holds a smaller call's blocks
+    calls, _, _ = _keypoints_job(monkeypatch, tmp_path, 3, batch=1)
     assert calls == [1, 1, 1]
 
 
 def test_a_batched_keypoints_job_makes_its_largest_call_first_and_writes_every_image(monkeypatch, tmp_path):
-    from fourloops.stages.keypoints import keypoints_stage
-
-    calls = []
-
-    class Fake:
-        load_seconds = 0.0
-
-        def detect(self, image):
-            raise AssertionError("a batched job called the detector one image at a time")
-
-        def detect_many(self, images, batch_size=1):
-            calls.append((len(images), batch_size))
-            return [{"keypoints": [], "n": len(calls)} for _ in images]
-
-        def describe(self):
-            return {}
-
-    monkeypatch.setattr(K, "load_detector", lambda *a, **k: Fake())
-    images = []
-    for i in range(5):
-        images.append(tmp_path / f"{i}.png")
-        Image.new("RGB", (8, 8)).save(images[-1])
-    outs = [tmp_path / f"{i}.json" for i in range(5)]
-    rec = keypoints_stage([str(p) for p in images], [str(p) for p in outs], [0, 30, 60, 90, 120],
-                          {"device": "cpu", "weights": "w", "resolution": 576, "num_windows": 1}, batch=2)
+    calls, rec, outs = _keypoints_job(monkeypatch, tmp_path, 5, batch=2)
     assert calls == [(2, 2), (2, 2), (1, 2)] and rec["batch"] == 2
     written = [json.loads(p.read_text()) for p in outs]
     assert [w["n"] for w in written] == [1, 1, 2, 2, 3] and [w["azimuth_requested"] for w in written] == [0, 30, 60, 90, 120]
