@@ -44,19 +44,16 @@ def _verdicts(path: Path) -> tuple[dict[str, tuple[str, str]], str]:
 
 
 def determinism(record: Path) -> list[str]:
+    from determinism_cost import against_none
+
     rows = [r for m in ("on", "off") for r in _json(record / "determinism" / f"{m}.json")["rows"]]
-    base = {r["micro_batch"]: r["median_step_seconds"] for r in rows
-            if r["mode"] == "off" and not r["deterministic_algorithms"]}
     out = ["| settings | samples a forward | step s (median of 3) | against none | GPU busy s | attention backward s |",
            "|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (r["micro_batch"], r["mode"] == "on", r["deterministic_algorithms"])):
-        what = ("pin + cuBLAS workspace" if r["mode"] == "on" else "none") + (
-            " + deterministic algorithms" if r["deterministic_algorithms"] else "")
+    for what, ratio, r in against_none(rows):
         attn = sum(k["seconds"] for k in r["kernels"]["top"] if "AttentionBackward" in k["kernel"]
                    or "sdpa" in k["kernel"] and "bprop" in k["kernel"])
-        out.append(f"| {what} | {r['micro_batch']} | {r['median_step_seconds']:.3f} | "
-                   f"{r['median_step_seconds'] / base[r['micro_batch']]:.3f} | {r['kernels']['device_seconds']:.3f} | "
-                   f"{attn:.3f} |")
+        out.append(f"| {what} | {r['micro_batch']} | {r['median_step_seconds']:.3f} | {ratio:.3f} | "
+                   f"{r['kernels']['device_seconds']:.3f} | {attn:.3f} |")
     return out
 
 

@@ -101,6 +101,8 @@ def run(args) -> dict:
             p.grad = None
         return time.perf_counter() - t0
 
+    from torch.profiler import ProfilerActivity, profile
+
     started = bool(torch.are_deterministic_algorithms_enabled())
     rows = []
     for algorithms in (started, not started):
@@ -108,8 +110,6 @@ def run(args) -> dict:
         for micro in (1, args.micro):
             first = step(micro)
             timed = [step(micro) for _ in range(args.steps)]
-            from torch.profiler import ProfilerActivity, profile
-
             with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
                 step(micro)
             rows.append({"mode": state["mode"], "deterministic_algorithms": algorithms,
@@ -183,18 +183,27 @@ def run_generate(args) -> dict:
             "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
 
 
-def table(paths: list[str]) -> str:
-    """The rows of every given result, each step's median against the all-off row at the same micro-batch."""
-    rows = [r for p in paths for r in json.loads(Path(p).read_text())["rows"]]
+def against_none(rows: list[dict]) -> list[tuple[str, float, dict]]:
+    """(the settings in words, the step's median over the all-off row's at its micro-batch, the row) for every row,
+    by micro-batch, then off before on, then without the deterministic algorithms before with them."""
     base = {r["micro_batch"]: r["median_step_seconds"] for r in rows
             if r["mode"] == "off" and not r["deterministic_algorithms"]}
-    out = ["| settings | micro-batch | step s (median) | against all off | top kernel (share of device time) |",
-           "|---|---|---|---|---|"]
+    out = []
     for r in sorted(rows, key=lambda r: (r["micro_batch"], r["mode"], r["deterministic_algorithms"])):
         what = ("pin + cuBLAS workspace" if r["mode"] == "on" else "none") + (
             " + deterministic algorithms" if r["deterministic_algorithms"] else "")
-        top = r["kernels"]["top"][0] if r["kernels"]["top"] else {"kernel": "-", "share": 0}
         ratio = r["median_step_seconds"] / base[r["micro_batch"]] if r["micro_batch"] in base else float("nan")
+        out.append((what, ratio, r))
+    return out
+
+
+def table(paths: list[str]) -> str:
+    """The rows of every given result, each step's median against the all-off row at the same micro-batch."""
+    rows = [r for p in paths for r in json.loads(Path(p).read_text())["rows"]]
+    out = ["| settings | micro-batch | step s (median) | against all off | top kernel (share of device time) |",
+           "|---|---|---|---|---|"]
+    for what, ratio, r in against_none(rows):
+        top = r["kernels"]["top"][0] if r["kernels"]["top"] else {"kernel": "-", "share": 0}
         out.append(f"| {what} | {r['micro_batch']} | {r['median_step_seconds']:.3f} | {ratio:.3f} | "
                    f"`{top['kernel'][:70]}` ({top['share']:.0%}) |")
     return "\n".join(out)

@@ -363,7 +363,7 @@ def _between_batches(confs: list[dict], match: dict, batch: int) -> dict | None:
     probed = sorted(rows)
     if batch > probed[-1]:
         top = rows[probed[-1]]
-        return {**top, "seconds_per_item_from": f"a view at batch {batch} taken as at the largest probed, {probed[-1]}"}
+        return {**top, "seconds_per_item_from": f"an item at batch {batch} taken as at the largest probed, {probed[-1]}"}
     lo = max(b for b in probed if b < batch)
     hi = min(b for b in probed if b > batch)
     t_lo, t_hi = lo * float(rows[lo]["seconds_per_item"]), hi * float(rows[hi]["seconds_per_item"])
