@@ -385,3 +385,24 @@ def test_a_text_encoder_probe_runs_the_embeddings_jobs_code_and_times_the_embedd
     assert seconds.source.startswith("measured: probe on desk")
     unmeasured = STAGE.ask_for(AskContext(FACTS, None, machine="desk"), {}, {"job": job}).seconds
     assert unmeasured.source.startswith("estimate:")
+
+
+def test_a_batched_probe_configuration_that_fails_leaves_the_one_item_peak_the_walls_read(monkeypatch):
+    """A probe's one-item configurations give the peak the walls read; a batched call that did not fit (an OOM) is
+    recorded in its own row and in the errors, and voids no one-item peak; a one-item failure voids it."""
+    from fourloops import stage
+    from fourloops.stages.probe import probe
+
+    def fake(rows):
+        return lambda *a, **k: (0.5, {"weights_gib": 1.0, "model": {}}, rows)
+
+    one = {"batch": 1, "peak_vram_gib": 2.5, "nvml_process_gib": 3.0, "seconds_per_item": 0.1, "error": None}
+    eight = {"batch": 8, "peak_vram_gib": None, "nvml_process_gib": None, "seconds_per_item": None,
+             "error": "OutOfMemoryError: CUDA out of memory"}
+    settings = {"resolution": 576, "device": "cpu", "weights": "absent.pth", "num_windows": 1}
+    monkeypatch.setattr(stage, "load", lambda dotted: fake([one, eight]))
+    rec = probe("detector", settings, machine_name="desk", model_set="sizing", items=2)
+    assert (rec["peak_vram_gib"], rec["peak_nvml_process_gib"], rec["complete"]) == (2.5, 3.0, False)
+    assert rec["errors"] == ["batch 8: OutOfMemoryError: CUDA out of memory"]
+    monkeypatch.setattr(stage, "load", lambda dotted: fake([{**one, "error": "OutOfMemoryError: CUDA"}, eight]))
+    assert probe("detector", settings, machine_name="desk", model_set="sizing", items=2)["peak_vram_gib"] is None

@@ -430,7 +430,8 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
     # the walls read a one-item call's peak and raise it per further item (fourloops.asks.batch_raise): the batched
     # configurations' peaks stay in their rows, the measurements that term is judged on
     single = [c for c in ok if int(c.get("batch", 1)) == 1]
-    peaks = [c["peak_vram_gib"] for c in single if c["peak_vram_gib"] is not None]
+    singles_ran = all(not c["error"] for c in configs if int(c.get("batch", 1)) == 1)  # a batch that failed (OOM)
+    peaks = [c["peak_vram_gib"] for c in single if c["peak_vram_gib"] is not None]  # leaves the one-item peak
     sizing_record = _sizing_record(settings.get(declared.model_at))
     apparatus_s = time.perf_counter() - t_apparatus
     record = {
@@ -443,9 +444,10 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
         "resolution": declared.resolution(settings),
         "started": started,
         "load_seconds": round(load_s, 3),
-        # what the wall check reads: the largest peak over the one-item configurations (None when one failed: a
-        # partial probe never stands in for the job's peak)
-        "peak_vram_gib": (max(peaks) if peaks else None) if complete else None,
+        # what the wall check reads: the largest peak over the one-item configurations (None when one of them
+        # failed: a partial probe never stands in for the job's peak; a batched call that did not fit is an error
+        # of its own row, and the largest batch that fits is the walls' to say)
+        "peak_vram_gib": (max(peaks) if peaks else None) if singles_ran else None,
         "peak_nvml_process_gib": max((c["nvml_process_gib"] for c in single if c["nvml_process_gib"] is not None),
                                      default=None),
         "weights_gib": about.pop("weights_gib"),
@@ -481,7 +483,7 @@ def probe(component: str, settings: dict, *, machine_name: str, model_set: str, 
 
 
 def _label(c: dict) -> str:
-    return ", ".join(f"{k} {c[k]}" for k in ("references", "question", "images_per_call") if k in c)
+    return ", ".join(f"{k} {c[k]}" for k in ("references", "question", "images_per_call", "batch") if k in c)
 
 
 def _torch_cuda() -> dict:
