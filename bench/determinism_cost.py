@@ -18,10 +18,15 @@ each followed by its backward; the optimizer's step, the same under every settin
 first of each setting are timed; the model is the sizing OmniGen2 (real shape, random weights), rank 8, bf16 frozen,
 gradient checkpointing, 512 px, as the job trains it. Runs on a GPU machine (bench/gpu_run.sh batching).
 
-`--generate` asks the same of the generate path: views at one a call with the settings on, the attention forward
-strict (as the jobs run it) and fused (attention with no gradient to take run with torch's check off, so that it keeps
-cuDNN's fused kernel), each view's seconds and sha256; two processes' rows show whether the fused forward writes the
-same bytes every time, which a job's settings would need before they took it.
+Besides torch's own choice of attention kernels, `--attention` times the step with other attention variants under the
+settings the process started with (see `attention`: the math backend; flash attention where the mask admits every
+key), each row with its gradients' digests: one digest over a row's steps is the same bits every step.
+
+`--generate` asks the same of the generate path: views at one a call and at `--batch` a call with the settings on,
+for each variant in `--generate-attention` (default: torch's choice under strict settings, as the jobs run, and
+`fused`: attention with no gradient to take run with torch's check off, so that it keeps cuDNN's fused kernel), each
+call's seconds and its images' sha256; two processes' rows show whether a variant writes the same bytes every time,
+which a job's settings would need before they took it.
 """
 
 from __future__ import annotations
@@ -87,6 +92,8 @@ def run(args) -> dict:
         if cuda:
             torch.cuda.synchronize()
 
+    digests: list[str] = []  # each step's gradients, hashed after its clock stopped
+
     def step(micro: int) -> float:
         sync()
         t0 = time.perf_counter()
@@ -97,61 +104,99 @@ def run(args) -> dict:
                                           compute, freqs)
             (torch.stack(losses).sum() / len(samples)).backward()
         sync()
+        seconds = time.perf_counter() - t0
+        digests.append(_digest(p.grad for p in trainable))
         for p in trainable:
             p.grad = None
-        return time.perf_counter() - t0
+        return seconds
 
     from torch.profiler import ProfilerActivity, profile
 
     started = bool(torch.are_deterministic_algorithms_enabled())
+    attention(torch)
     rows = []
-    for algorithms in (started, not started):
+    plan = [(algorithms, "default", micro) for algorithms in (started, not started) for micro in (1, args.micro)]
+    plan += [(started, variant, args.micro) for variant in args.attention]
+    for algorithms, variant, micro in plan:
         torch.use_deterministic_algorithms(algorithms)
-        for micro in (1, args.micro):
-            first = step(micro)
-            timed = [step(micro) for _ in range(args.steps)]
-            with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
-                step(micro)
-            rows.append({"mode": state["mode"], "deterministic_algorithms": algorithms,
-                         "pinned": list(determinism.state()["pinned_autotuners"]),
-                         "cublas_workspace": os.environ.get(determinism.CUBLAS_VAR), "micro_batch": micro,
-                         "first_step_seconds": round(first, 4), "step_seconds": [round(x, 4) for x in timed],
-                         "median_step_seconds": round(statistics.median(timed), 4),
-                         "kernels": _kernels(prof, args.top, not cuda)})
-            print(f"mode {state['mode']} algorithms {algorithms} micro {micro}: first {first:.2f} s, "
-                  f"steps {[round(x, 3) for x in timed]}", flush=True)
+        ATTENTION["variant"] = variant
+        del digests[:]
+        first = step(micro)
+        timed = [step(micro) for _ in range(args.steps)]
+        with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+            step(micro)
+        rows.append({"mode": state["mode"], "deterministic_algorithms": algorithms, "attention": variant,
+                     "pinned": list(determinism.state()["pinned_autotuners"]),
+                     "cublas_workspace": os.environ.get(determinism.CUBLAS_VAR), "micro_batch": micro,
+                     "first_step_seconds": round(first, 4), "step_seconds": [round(x, 4) for x in timed],
+                     "median_step_seconds": round(statistics.median(timed), 4),
+                     "grad_sha256": sorted(set(digests)), "kernels": _kernels(prof, args.top, not cuda)})
+        print(f"mode {state['mode']} algorithms {algorithms} attention {variant} micro {micro}: first {first:.2f} s, "
+              f"steps {[round(x, 3) for x in timed]}, {len(set(digests))} distinct gradients", flush=True)
+    ATTENTION["variant"] = "default"
     return {"state": state, "accumulation": args.accumulation, "size": args.size, "rows": rows,
             "gpu": torch.cuda.get_device_name(0) if cuda else None, "torch": torch.__version__}
 
 
-FUSED = {"on": False}  # whether attention with no gradient runs with torch's determinism check off
+ATTENTION = {"variant": "default"}  # how torch.nn.functional.scaled_dot_product_attention runs while a row is timed
+VARIANTS = ("default", "fused", "math", "flash-unmasked")
 
 
-def fuse_inference_attention(torch) -> None:
-    """The candidate: torch's strict mode rules cuDNN's SDPA out for forwards too (its backward accumulates with
-    atomics), leaving the slower memory-efficient kernels. Here, while FUSED["on"], a call of
-    torch.nn.functional.scaled_dot_product_attention with no gradient to take runs with the check off, so torch
-    picks its fused forward; whether that forward writes the same bits every time is what two processes show."""
+def _digest(tensors) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(b"-" if t is None else t.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def attention(torch) -> None:
+    """Route every scaled_dot_product_attention call (OmniGen2's processor looks it up at call time) through
+    ATTENTION["variant"]:
+      default         as torch chooses under the process's settings (strict mode rules cuDNN's fused kernels out,
+                      leaving the memory-efficient ones, whose deterministic backward is slow);
+      fused           a call with no gradient to take runs with torch's check off, so that it keeps cuDNN's fused
+                      forward; a call that builds a graph is unchanged;
+      math            torch's math backend (matrix products and a softmax: deterministic with cuBLAS's workspace);
+      flash-unmasked  a boolean mask that admits every key is dropped (the same attention), which lets torch pick
+                      flash attention, whose backward runs its deterministic mode under strict settings.
+    Whether a variant writes the same bits every time is what the rows' gradient digests and two processes show."""
     import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from fourloops.determinism import checks_off
 
     original = F.scaled_dot_product_attention
+    if getattr(original, "_fourloops_bench", False):
+        return
 
     def sdpa(*args, **kwargs):
-        qkv = (*args[:3], *(kwargs.get(k) for k in ("query", "key", "value")))
-        if not FUSED["on"] or (torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in qkv)):
+        variant = ATTENTION["variant"]
+        if variant == "fused":
+            qkv = (*args[:3], *(kwargs.get(k) for k in ("query", "key", "value")))
+            if torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in qkv):
+                return original(*args, **kwargs)
+            with checks_off(torch):
+                return original(*args, **kwargs)
+        if variant == "math":
+            with sdpa_kernel(SDPBackend.MATH):
+                return original(*args, **kwargs)
+        if variant == "flash-unmasked":
+            mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+            if mask is not None and mask.dtype == torch.bool and bool(mask.all()):
+                args, kwargs = args[:3], {k: v for k, v in kwargs.items() if k != "attn_mask"}
             return original(*args, **kwargs)
-        with checks_off(torch):
-            return original(*args, **kwargs)
+        return original(*args, **kwargs)
 
+    sdpa._fourloops_bench = True
     F.scaled_dot_product_attention = sdpa
 
 
 def run_generate(args) -> dict:
-    """Views at one a call with the attention forward fused (no-gradient attention with torch's check off) and
-    strict (the jobs' settings): seconds a view and each image's sha256, so that two processes show whether the
-    fused forward gives the same bytes every time."""
+    """Views at one a call and at `--batch` a call, with each attention variant in `--generate-attention` (the first
+    call of each a warm-up): seconds a view and each image's sha256, so that two processes show whether a variant
+    gives the same bytes every time."""
     import hashlib
 
     import numpy as np
@@ -162,36 +207,58 @@ def run_generate(args) -> dict:
     from fourloops.generate import load_backend
 
     state = determinism.apply(args.seed)
-    fuse_inference_attention(torch)
+    attention(torch)
     settings = {"num_inference_steps": args.generate_steps, "guidance": 4.0, "width": args.size, "height": args.size,
                 "negative_prompt": ""}
-    gen = load_backend("omnigen2", args.model, None, "bf16", "cuda", settings)
+    cuda = args.device.startswith("cuda")
+    if not cuda:
+        from fourloops import sizing
+
+        sizing.import_omnigen2()
+    gen = load_backend("omnigen2", args.model, None, "bf16" if cuda else "fp32", args.device, settings)
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
     rng = np.random.default_rng(0)
     refs = [Image.fromarray(rng.integers(0, 256, (args.size, args.size, 3), dtype=np.uint8))]
     rows = []
-    for fused in (True, False):
-        FUSED["on"] = fused
-        for i in range(args.views + 1):  # the first a warm-up
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            image = gen.generate_batch([(refs, "The same person seen from 45 degrees.", 7 + i)], job_seed=args.seed)[0]
-            torch.cuda.synchronize()
-            rows.append({"fused_attention": fused, "view": i, "seconds": round(time.perf_counter() - t0, 4),
-                         "sha256": hashlib.sha256(np.asarray(image).tobytes()).hexdigest()})
-            print(rows[-1], flush=True)
+    prompts = [f"The same person seen from {az} degrees." for az in (0, 45, 90, 135, 180, 225, 270, 315)]
+    for variant in args.generate_attention:
+        ATTENTION["variant"] = variant
+        for batch, calls in ((1, args.views + 1), (args.batch, 2)):  # the first call of each a warm-up
+            for i in range(calls):
+                items = [(refs, prompts[(i + j) % len(prompts)], 7 + i * batch + j) for j in range(batch)]
+                sync()
+                t0 = time.perf_counter()
+                images = gen.generate_batch(items, job_seed=args.seed)
+                sync()
+                seconds = time.perf_counter() - t0
+                rows.append({"attention": variant, "batch": batch, "call": i, "seconds": round(seconds, 4),
+                             "seconds_a_view": round(seconds / batch, 4),
+                             "sha256": [hashlib.sha256(np.asarray(im).tobytes()).hexdigest()[:16] for im in images]})
+                print(rows[-1], flush=True)
+    ATTENTION["variant"] = "default"
     return {"state": state, "steps": args.generate_steps, "size": args.size, "generate": rows,
-            "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+            "gpu": torch.cuda.get_device_name(0) if cuda else None, "torch": torch.__version__}
 
 
 def against_none(rows: list[dict]) -> list[tuple[str, float, dict]]:
     """(the settings in words, the step's median over the all-off row's at its micro-batch, the row) for every row,
-    by micro-batch, then off before on, then without the deterministic algorithms before with them."""
+    by micro-batch, then off before on, then without the deterministic algorithms before with them, then torch's own
+    attention before the variants (bench/determinism_cost.py's `attention`; a record without the field: torch's)."""
+    def variant(r):
+        return r.get("attention", "default")
+
     base = {r["micro_batch"]: r["median_step_seconds"] for r in rows
-            if r["mode"] == "off" and not r["deterministic_algorithms"]}
+            if r["mode"] == "off" and not r["deterministic_algorithms"] and variant(r) == "default"}
     out = []
-    for r in sorted(rows, key=lambda r: (r["micro_batch"], r["mode"], r["deterministic_algorithms"])):
+    for r in sorted(rows, key=lambda r: (r["micro_batch"], r["mode"], r["deterministic_algorithms"],
+                                         variant(r) != "default", variant(r))):
         what = ("pin + cuBLAS workspace" if r["mode"] == "on" else "none") + (
-            " + deterministic algorithms" if r["deterministic_algorithms"] else "")
+            " + deterministic algorithms" if r["deterministic_algorithms"] else "") + (
+            f" + attention {variant(r)}" if variant(r) != "default" else "")
         ratio = r["median_step_seconds"] / base[r["micro_batch"]] if r["micro_batch"] in base else float("nan")
         out.append((what, ratio, r))
     return out
@@ -220,9 +287,14 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=12, help="kernels listed per setting")
     ap.add_argument("--seed", type=int, default=20260830)
     ap.add_argument("--device", default="cuda", help="cuda; cpu checks the bench itself on a tiny model")
-    ap.add_argument("--generate", action="store_true", help="time views with the attention forward fused and strict")
+    ap.add_argument("--attention", nargs="*", default=["math", "flash-unmasked"], choices=VARIANTS,
+                    help="attention variants timed in the LoRA step besides torch's own choice, under the settings "
+                         "the process started with")
+    ap.add_argument("--generate", action="store_true", help="time views with each of --generate-attention")
+    ap.add_argument("--generate-attention", nargs="+", default=["default", "fused"], choices=VARIANTS)
     ap.add_argument("--generate-steps", type=int, default=28)
-    ap.add_argument("--views", type=int, default=2, help="timed views per setting, after a warm-up")
+    ap.add_argument("--views", type=int, default=2, help="timed one-view calls per variant, after a warm-up")
+    ap.add_argument("--batch", type=int, default=8, help="views a call in the batched rows (one timed call)")
     ap.add_argument("--table", nargs="+", metavar="RESULT")
     args = ap.parse_args()
     if args.table:

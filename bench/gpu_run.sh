@@ -11,7 +11,7 @@
 #            sizing DAG twice in two fresh working directories side by side, compared (fourloops compare); each GPU
 #            rule's job alone with the determinism settings off, then on
 #   batching what the LoRA step's determinism settings cost (bench/determinism_cost.py; GPU_RUN_ABLATE=0 skips,
-#            =generate: the generate path's views fused and strict instead), GPU_RUN_JOBS=0 stops before the jobs,
+#            =generate: the generate path's views strict and fused instead, =both: the two), GPU_RUN_JOBS=0 stops before the jobs,
 #            probes of the batched path (GPU_RUN_PROBES=0 skips), the LoRA and condition A's views one item a call
 #            and at auto (profiles/sizing-gpu/batching-*.yaml), compared; the images and tensors come back in parts
 #
@@ -284,16 +284,18 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   python3 -m snakemake "${PROFILE[@]}" -- results/provenance/sizing_model/omnigen2.json > "$RUN/builds.log" 2>&1 \
     || { mark "build failed"; tail -30 "$RUN/builds.log"; repro_collect; touch "$RUN/done"; return 1; }
   local model=sizing/models/sizing/omnigen2 m
-  if [ "${GPU_RUN_ABLATE:-1}" = generate ]; then  # views with the attention forward fused and strict, two processes
+  if [ "${GPU_RUN_ABLATE:-1}" = generate ] || [ "${GPU_RUN_ABLATE:-1}" = both ]; then  # views, strict and fused, two processes
     mkdir -p "$RUN/determinism"
-    for m in 1 2; do mark "determinism cost: views fused and strict, process $m"
-      timeout 200 python3 bench/determinism_cost.py --generate --model "$model" --out "$RUN/determinism/generate-$m.json" \
+    for m in 1 2; do mark "determinism cost: views strict and fused, process $m"
+      timeout 200 python3 bench/determinism_cost.py --generate --generate-steps 14 --model "$model" --out "$RUN/determinism/generate-$m.json" \
         > "$RUN/determinism/generate-$m.log" 2>&1; grep "^{" "$RUN/determinism/generate-$m.log"; done
   fi
-  if [ "${GPU_RUN_ABLATE:-1}" = 1 ]; then  # the LoRA step with each determinism setting, one sample and 8 a forward
+  if [ "${GPU_RUN_ABLATE:-1}" = 1 ] || [ "${GPU_RUN_ABLATE:-1}" = both ]; then  # the LoRA step with each setting
+    # (one sample and 8 a forward); the attention variants with the settings on only
     mkdir -p "$RUN/determinism"
     for m in on off; do mark "determinism cost: the LoRA step, FOURLOOPS_DETERMINISM=$m"
-      FOURLOOPS_DETERMINISM=$m timeout 300 python3 bench/determinism_cost.py --model "$model" \
+      local variants=(); [ "$m" = off ] && variants=(--attention)
+      FOURLOOPS_DETERMINISM=$m timeout 300 python3 bench/determinism_cost.py --model "$model" "${variants[@]}" \
         --out "$RUN/determinism/$m.json" > "$RUN/determinism/$m.log" 2>&1; grep "^mode" "$RUN/determinism/$m.log"; done
     python3 bench/determinism_cost.py --table "$RUN/determinism/on.json" "$RUN/determinism/off.json" | tee "$RUN/determinism/table.md"
   fi
