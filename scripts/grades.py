@@ -1,3 +1,4 @@
+from fourloops.batching import resolved
 from fourloops.jobs import job
 from fourloops.stages.grades import grades_stage
 
@@ -9,5 +10,6 @@ with job(snakemake) as run:
         csv_out=snakemake.output.table,
         summary_out=snakemake.output.summary,
         machine=snakemake.config["machine"],
+        batch=resolved(snakemake.resources),
         **snakemake.params.job,
     ))

@@ -186,6 +186,11 @@ CONFIG_CASES = [
     ("lora:\n  records:\n    instruction: 'orbit to {azimuth degrees'\n", "extra.yaml, line 3: lora.records.instruction = 'orbit to "
      "{azimuth degrees': expected '}' before end of string"),
     ("grades:\n  precision: nf4\n  device: cpu\n", "extra.yaml, line 2: grades.precision = 'nf4': not allowed with grades.device = 'cpu'"),
+    ("grades:\n  batch: 0\n", "extra.yaml, line 2: grades.batch = 0: not allowed; allowed: 'auto' or a whole number >= 1 "
+     "and <= 64"),
+    ("grades:\n  batch: many\n", "grades.batch = 'many': not allowed; allowed: 'auto' or a whole number >= 1"),
+    ("grades:\n  batch: 4\n  decoding: sample\n", "extra.yaml, line 2: grades.batch = 4: not allowed with "
+     "grades.decoding = 'sample' (each sampled answer is seeded by its own scorer call); allowed: 1 or auto"),
     # (these seven were tests/test_workflow.py's, each through its own Snakemake; the CLI's wiring of the same
     # check is test_cli_refuses_every_problem_*, below)
     ("azimuths: [0, 45, 400]\n", "azimuths[2] = 400: not allowed; allowed: a whole number >= 0 and < 360"),

@@ -262,3 +262,105 @@ def test_bad_scorer_settings_are_refused_when_the_config_is_read(tmp_path, extra
     from test_restyle import refusal
 
     assert expect in refusal(tmp_path, extra)
+
+
+# ----------------------------------------------------------------------------- several views a call (grades.batch)
+def test_a_batched_grades_job_asks_the_tiny_scorer_two_views_a_call_and_records_its_batch(graded, tmp_path):
+    """The smoke sub-DAG's two views graded again at two a call through the real scorer's batched call: the same
+    seeds and attempts per view as the one-a-call table, each view half its call's seconds, the batch in the job's
+    record; a batch above one under sample decoding is refused before any load."""
+    import torch
+
+    from fourloops import model_sets
+    from fourloops.stages.grades import grades_stage
+
+    torch.set_num_threads(1)
+    work = graded["work"]
+    one = pd.read_csv(work / "results" / "grades" / "ink.csv", keep_default_na=False)
+    scorer = {**model_sets.scorer({"model_set": "smoke", "grades": {
+        "scorer": "x", "scorer_revision": None, "adapter": "y", "adapter_revision": None, "precision": "fp32",
+        "device": "cpu", "decoding": "greedy", "temperature": 0.7, "max_new_tokens": 16}, "smoke": {
+        "scorer_max_new_tokens": 16}})}
+    scorer.update(base=str(work / scorer["base"]), adapter=str(work / scorer["adapter"]))
+    job = dict(renders=[str(work / p) for p in one["render"]], restyled=[str(work / p) for p in one["image"]],
+               manifest=str(work / "results" / "restyle" / "ink" / "views.json"), style="ink",
+               instruction=json.loads((work / "results" / "restyle" / "ink" / "views.json").read_text())["instruction"],
+               azimuths=[0, 90], score_range=25, num_pass=1, retries=1, seed=42, model_set="smoke")
+    calls = []
+    answer_many = sc.EditScoreScorer.answer_many
+
+    def counted(self, items):
+        calls.append(len(items))
+        return answer_many(self, items)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(sc.EditScoreScorer, "answer_many", counted), \
+            unittest.mock.patch.object(sc.EditScoreScorer, "answer", side_effect=AssertionError("one a call")):
+        record = grades_stage(csv_out=str(tmp_path / "ink.csv"), summary_out=str(tmp_path / "ink.summary.json"),
+                              scorer=scorer, batch=2, **job)
+    assert calls == [2, 2, 2, 2]  # SC, its retry, PQ, its retry: both views each time (the tiny scorer never parses)
+    table = pd.read_csv(tmp_path / "ink.csv", keep_default_na=False)
+    for column in ("azimuth", "seed", "attempts", "parse_status", "prompt_tokens"):
+        assert list(table[column]) == list(one[column]), column
+    assert record["batch"] == 2 and len(set(record["timing"]["view_seconds"])) == 1
+    with pytest.raises(ValueError, match=r"grades.batch = 2 with grades.decoding = 'sample': not allowed"):
+        grades_stage(csv_out=str(tmp_path / "s.csv"), summary_out=str(tmp_path / "s.json"),
+                     scorer={**scorer, "decoding": "sample"}, batch=2, **job)
+
+
+def test_the_scorers_batched_call_cuts_each_row_at_its_own_prompt_and_shares_the_seconds(graded):
+    """answer_many over prompts of different lengths (left-padded): each row's prompt tokens are a one-question
+    call's, its answer at most max_new_tokens, the call's seconds split evenly; sampling is refused."""
+    import torch
+    from PIL import Image
+
+    torch.set_num_threads(1)
+    base = graded["work"] / "models" / "smoke" / "scorer"
+    spec = sc.ScorerSpec(str(base / "base"), None, str(base / "adapter"), None, "fp32", "cpu", max_new_tokens=8)
+    scorer = sc.load_scorer(spec)
+    red, blue = Image.new("RGB", (64, 64), (200, 10, 10)), Image.new("RGB", (64, 64), (10, 10, 200))
+    items = [([red, blue], "Rate it.", 3), ([blue], "Rate this one, a longer question than the first.", 4)]
+    alone = [scorer.answer(*item) for item in items]
+    together = scorer.answer_many(items)
+    assert [a.prompt_tokens for a in together] == [a.prompt_tokens for a in alone]
+    assert alone[0].prompt_tokens != alone[1].prompt_tokens  # the first row was padded
+    assert all(1 <= a.generated_tokens <= 8 for a in together)
+    assert together[0].encode_seconds == together[1].encode_seconds > 0
+    assert together[0].decode_seconds == together[1].decode_seconds
+    sampled = sc.EditScoreScorer(scorer.model, scorer.processor, sc.ScorerSpec(
+        **{**spec.__dict__, "decoding": "sample"}), {})
+    with pytest.raises(ValueError, match="allowed: greedy"):
+        sampled.answer_many(items)
+
+
+def test_a_grades_job_asks_at_its_batch_auto_fills_the_card_and_the_lever_halves_a_number():
+    """The ask at a number is the one-question ask plus a grading prompt's activations for each further view;
+    auto is the largest batch of the job's views whose ask fits the desk's card (one under sample decoding); a batch
+    asked by number that does not fit is offered its largest half that does."""
+    from fourloops import levers, machines, walls
+
+    model = FACTS["models"]["qwen3_vl_8b"]
+    params = lambda **s: {"job": {**real_params(precision="bf16", image_size=1024, **s)["job"],  # noqa: E731
+                                  "azimuths": list(range(0, 360, 45))}}
+    ctx = AskContext(FACTS, None, "desk")
+    at = {b: stage_for("grades").ask_for(ctx, {"style": "ink"}, params(batch=b)) for b in (1, 2, 8)}
+    assert [at[b].batch for b in (1, 2, 8)] == [1, 2, 8]
+    tokens = model["prompt_tokens"] + 2 * (32 ** 2 - 16 ** 2) + len("Redraw it in ink.")  # 1024 px images
+    reserve, per_act, _ = asks.overhead(FACTS, "scorer")
+    per_view = tokens * model["activations_gib_per_prompt_token"] * (1 + reserve + per_act)
+    assert at[2].vram.value - at[1].vram.value == pytest.approx(per_view)
+    assert at[8].vram.value - at[1].vram.value == pytest.approx(7 * per_view)
+    card = machines.machine(machines.load(REPO / "config" / "machines.yaml"), "desk").vram_gib
+    auto = stage_for("grades").ask_for(ctx, {"style": "ink"}, params(batch="auto"))
+    fits = [b for b in range(1, 9) if asks.scorer_ask(FACTS, params()["job"]["scorer"], n_views=8, batch=b,
+                                                      instruction="Redraw it in ink.").vram.value <= card]
+    assert 1 < auto.batch == max(fits) < 8 and "grades.batch = auto" in auto.vram.source
+    sampled = stage_for("grades").ask_for(ctx, {"style": "ink"}, params(batch="auto", decoding="sample"))
+    assert sampled.batch == 1 and "sample decoding" in sampled.vram.source
+    job = walls.PendingJob("grades", "results/grades/ink.csv", "pod", at[8], {"style": "ink"}, params(batch=8), ctx)
+    machines_table = machines.load(REPO / "config" / "machines.yaml")
+    assert not walls.check_jobs([job], machines_table, "desk").ok
+    (lever,) = [lv for lv in levers.find(job, machines_table, "desk").levers if lv.kind == "batch"]
+    largest_half = max(b for b in (4, 2, 1) if b in fits)
+    assert lever.here and lever.name == f"grades.batch: {largest_half}" and lever.ask.batch == largest_half

@@ -146,6 +146,26 @@ def test_auto_batches_fill_the_card_of_the_machine_a_job_is_placed_on(tmp_path):
             assert jobs["pod"][key]["batch"] >= job["batch"], key
 
 
+def test_an_auto_grades_batch_fills_the_card_of_the_machine_the_grades_job_is_placed_on(tmp_path):
+    """grades.batch auto: the largest batch of the job's views whose ask fits its card, the card and not the view
+    count stopping it on the desk for bf16 at 1024 px (each further view adds its grading prompt's activations); the
+    pod holds at least the desk's batch; the plan gives the batch each job runs at."""
+    (tmp_path / "batch.yaml").write_text(
+        "render:\n  image_size: 1024\n"
+        "restyle:\n  styles: {ink: 'Redraw this image as a black ink drawing.'}\n"
+        "  azimuths: [0, 45, 90, 135, 180, 225, 270, 315]\n"
+        f"grades:\n  precision: bf16\n  batch: auto\n  scorer_revision: {COMMIT}\n  adapter_revision: {COMMIT}\n")
+    args = ("--config", "model_set=real", "--configfile", pinned(tmp_path), str(tmp_path / "batch.yaml"), "--",
+            "results/grades/ink.csv")
+    grades = {m: [j for j in plan(tmp_path, "--machine", m, *args)["jobs"] if j["rule"] == "grades"]
+              for m in ("desk", "pod")}
+    card = {"desk": 24.0, "pod": 48.0}  # config/machines.yaml's cards (GiB)
+    for machine, (job,) in grades.items():
+        assert 1 < job["batch"] <= 8 and job["vram_gib"] <= card[machine], job
+        assert "grades.batch = auto" in job["vram_source"], job
+    assert grades["desk"][0]["batch"] < 8 and grades["pod"][0]["batch"] >= grades["desk"][0]["batch"]
+
+
 def test_a_plan_places_each_job_as_the_profiles_executor_would(tmp_path):
     """The dry-run runs under Snakemake's own `dryrun` executor; the plan judges and prices each job where the
     profile's executor would run it: the seeds' LoRA setup (27 GiB) on the pod under profiles/pod, each job on its

@@ -251,9 +251,12 @@ def test_the_scorer_base_and_its_random_adapter_load_through_load_scorer(tmp_pat
     rec = sizing.build("scorer", out, "cpu", arch_dir=arch)
     assert rec["adapter_parameters"] > 0 and "ASSUMED" in rec["adapter_assumed"]
     s = {"base": str(out / "base"), "base_revision": None, "adapter": str(out / "adapter"), "adapter_revision": None,
-         "precision": "fp32", "device": "cpu", "max_new_tokens": 3, "image_size": 64}
+         "precision": "fp32", "device": "cpu", "max_new_tokens": 3, "image_size": 64, "batch": 2}
     r = probe("scorer", s, machine_name="desk", model_set="sizing", items=1, prompt="Redraw it in ink.")
-    assert [c["question"] for c in r["configurations"]] == ["SC", "PQ"]
+    # one question a call first (the walls read its peak), then grades.batch's questions a call (answer_many)
+    assert [(c["question"], c["batch"]) for c in r["configurations"]] == [("SC", 1), ("PQ", 1), ("SC", 2), ("PQ", 2)]
+    batched = r["configurations"][2]
+    assert batched["seconds_per_item"] == pytest.approx(batched["seconds_per_call"] / 2, abs=1e-4)
     assert r["instruction"] == "Redraw it in ink."  # the walls judge the probe by its own question's instruction
     row = r["configurations"][0]["items"][0]
     assert row["generated_tokens"] >= 1 and row["encode_seconds"] > 0

@@ -550,16 +550,16 @@ def test_a_new_stage_is_seen_by_walls_preflight_plan_and_lineage(repo_copy, buil
 
 
 def test_the_batch_a_job_runs_at_is_in_the_identity_of_the_stages_whose_bytes_follow_it():
-    """generate, restyle, lora_train and the keypoints rules carry their resolved batch into their lineage (an `auto`
-    that resolves to another batch on another machine reruns them); a stage whose bytes do not follow a batch
-    carries nothing."""
+    """generate, restyle, lora_train, the keypoints rules and grades carry their resolved batch into their lineage
+    (an `auto` that resolves to another batch on another machine reruns them); a stage whose bytes do not follow a
+    batch carries nothing."""
     from types import SimpleNamespace
 
     from fourloops.smk import Workflow
 
     wf = Workflow.__new__(Workflow)
     wf.placement = SimpleNamespace(ask=lambda rule, wildcards: SimpleNamespace(batch=3))
-    for rule in ("generate", "restyle", "lora_train", "keypoints_generated", "keypoints_restyled"):
+    for rule in ("generate", "restyle", "lora_train", "keypoints_generated", "keypoints_restyled", "grades"):
         assert wf._batch_identity(rule, {}) == {"batch": 3}, rule
-    for rule in ("fit", "ladder", "lora_embeddings", "grades", "render"):
+    for rule in ("fit", "ladder", "lora_embeddings", "render"):
         assert wf._batch_identity(rule, {}) is None, rule

@@ -635,33 +635,29 @@ def detector_ask(
 
 
 def scorer_ask(
-    facts: dict, scorer: dict, *, n_views: int = 1, num_pass: int = 1, measured: Measurements | None = None,
-    machine: str = "desk", instruction: str | None = None,
+    facts: dict, scorer: dict, *, n_views: int = 1, num_pass: int = 1, batch: int = 1,
+    measured: Measurements | None = None, machine: str = "desk", instruction: str | None = None,
 ) -> Ask:
-    """One grades job: the Qwen3-VL-8B scorer (the LoRA adapter's few MB not counted) at its precision.
-    `instruction`: the job's edit instruction, which EditScore's SC question quotes (None: the longest allowed)."""
+    """One grades job: the Qwen3-VL-8B scorer (the LoRA adapter's few MB not counted) at its precision, `batch`
+    questions a call (a one-question call's peak, measured or estimated, plus one grading prompt's activations for
+    each further question). `instruction`: the job's edit instruction, which EditScore's SC question quotes (None:
+    the longest allowed)."""
     name = "qwen3_vl_8b"
     model = facts["models"][name]
     precision = scorer["precision"]
+    batch = max(1, int(batch))
+    prompt = _scorer_prompt(model, scorer, instruction)
+    if prompt is not None:  # a further question holds its own prompt's activations (and its answer's cache)
+        tokens, size, said, per_token = prompt
+        item = Figure(tokens * per_token, f"{tokens} prompt tokens ({size} px images{said}) x {per_token:g} GiB "
+                                          f"(models.yaml)")
+    else:
+        item = batch_item_gib(facts, name, int(scorer.get("image_size", 512)))
+    batched = batch_raise(batch, item, "question(s)")
 
-    def estimate() -> Figure:
-        tokens, per_token = model.get("prompt_tokens"), model.get("activations_gib_per_prompt_token")
-        if tokens and per_token is not None:  # the pass at the grading prompt's length, over the loaded weights
-            # the prompt was measured with its images at prompt_image_size; each image is one visual token per
-            # pixels_per_visual_token^2 pixels (patch x spatial merge), so larger images lengthen the prompt
-            size, per_px = int(scorer.get("image_size", 512)), model.get("pixels_per_visual_token")
-            if per_px:  # facts without it count the prompt as measured, whatever the images' size
-                at = int(model.get("prompt_image_size", 512))
-                tokens = int(tokens) + int(model.get("prompt_images", 2)) * ((size // int(per_px)) ** 2
-                                                                             - (at // int(per_px)) ** 2)
-            said = ""
-            per_byte = model.get("instruction_tokens_per_byte")
-            if per_byte is not None:  # prompt_tokens is the question without its instruction: add the job's
-                from fourloops.config import MAX_INSTRUCTION_BYTES
-
-                n_bytes = MAX_INSTRUCTION_BYTES if instruction is None else len(str(instruction).encode("utf-8"))
-                tokens = int(tokens) + math.ceil(n_bytes * float(per_byte))
-                said = f", instruction {n_bytes} bytes" + (" (the longest allowed)" if instruction is None else "")
+    def one() -> Figure:
+        if prompt is not None:  # the pass at the grading prompt's length, over the loaded weights
+            tokens, size, said, per_token = prompt
             rows = [r for r in model.get("measured") or [] if r.get("mode") == "weights"
                     and r.get("precision") == precision and not r.get("resident")]
             if rows:
@@ -679,21 +675,54 @@ def scorer_ask(
         gib, parts = estimate_vram_gib(facts, name, mode="inference", precision=precision, resolution=512)
         return Figure(gib, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items()))
 
+    def estimate() -> Figure:
+        return batched(one()) if batched else one()
+
     vram, devices = _card(facts, measured, machine, scorer["device"], scorer_key(scorer), estimate,
                           weights_gib(facts, name, precision), process_kind("scorer", precision),
-                          floor="of another question")  # the key names no image size, no prompt
+                          floor="of another question", batched=batched)  # the key names no image size, no prompt
     ram = _loading_ram(facts, model)
     secs = model.get("seconds") or {}
     per = float(secs.get("per_image", 36))
-    # a score is the SC and the PQ question: the probe times each
-    sc = _measured_seconds(measured, scorer_key(scorer), machine, n_views * num_pass, "SC questions", question="SC")
-    pq = measured.timing(scorer_key(scorer), machine, question="PQ") if sc is not None else None
-    if sc is not None and pq is not None:
-        seconds = Figure(sc.value + n_views * num_pass * pq[1], f"{sc.source} + as many PQ questions x {pq[1]:g} s")
-    else:
+    # a score is the SC and the PQ question: the probe times each, at this batch where it ran one (a batch is
+    # faster a question), else one question a call
+    seconds = None
+    for at, what in (({"batch": batch}, f" at {batch} a call"), ({}, "")):
+        sc = _measured_seconds(measured, scorer_key(scorer), machine, n_views * num_pass, f"SC questions{what}",
+                               question="SC", **at)
+        pq = measured.timing(scorer_key(scorer), machine, question="PQ", **at) if sc is not None else None
+        if sc is not None and pq is not None:
+            seconds = Figure(sc.value + n_views * num_pass * pq[1],
+                             f"{sc.source} + as many PQ questions{what} x {pq[1]:g} s")
+            break
+    if seconds is None:
         seconds = Figure(float(secs.get("load", 60)) + n_views * num_pass * per,
                          f"estimate: load + {n_views} views x {num_pass} passes x {per:g} s (models.yaml seconds)")
-    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name)
+    return Ask(vram=vram, ram=ram, seconds=seconds, devices=devices, model=name, batch=batch)
+
+
+def _scorer_prompt(model: dict, scorer: dict, instruction: str | None) -> tuple[int, int, str, float] | None:
+    """(tokens, image size, what the count holds, GiB a token) of the grading prompt a question of this job puts
+    through the scorer; None where models.yaml has no prompt length or no activations a token."""
+    tokens, per_token = model.get("prompt_tokens"), model.get("activations_gib_per_prompt_token")
+    if not tokens or per_token is None:
+        return None
+    # the prompt was measured with its images at prompt_image_size; each image is one visual token per
+    # pixels_per_visual_token^2 pixels (patch x spatial merge), so larger images lengthen the prompt
+    size, per_px = int(scorer.get("image_size", 512)), model.get("pixels_per_visual_token")
+    if per_px:  # facts without it count the prompt as measured, whatever the images' size
+        at = int(model.get("prompt_image_size", 512))
+        tokens = int(tokens) + int(model.get("prompt_images", 2)) * ((size // int(per_px)) ** 2
+                                                                     - (at // int(per_px)) ** 2)
+    said = ""
+    per_byte = model.get("instruction_tokens_per_byte")
+    if per_byte is not None:  # prompt_tokens is the question without its instruction: add the job's
+        from fourloops.config import MAX_INSTRUCTION_BYTES
+
+        n_bytes = MAX_INSTRUCTION_BYTES if instruction is None else len(str(instruction).encode("utf-8"))
+        tokens = int(tokens) + math.ceil(n_bytes * float(per_byte))
+        said = f", instruction {n_bytes} bytes" + (" (the longest allowed)" if instruction is None else "")
+    return tokens, size, said, float(per_token)
 
 
 def lora_key(job: dict) -> str:

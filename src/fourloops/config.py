@@ -411,6 +411,11 @@ def restyle_errors(config: dict) -> list[str]:
     if grades.get("precision") == "nf4" and grades.get("device") == "cpu":
         messages.append("grades.precision = 'nf4': not allowed with grades.device = 'cpu'; allowed: fp32 or bf16 on "
                         "cpu (nf4 needs bitsandbytes on CUDA)")
+    batch = grades.get("batch", 1)
+    if grades.get("decoding") == "sample" and isinstance(batch, int) and not isinstance(batch, bool) and batch > 1:
+        messages.append(f"grades.batch = {batch}: not allowed with grades.decoding = 'sample' (each sampled answer "
+                        "is seeded by its own scorer call); allowed: 1 or auto (one view a call under sample "
+                        "decoding), or grades.decoding = 'greedy'")
     scorer = grades.get("scorer")
     if scorer is not None and scorer == config["generator"]["model"]:
         messages.append(f"grades.scorer = {scorer!r} is generator.model = {config['generator']['model']!r}: a "

@@ -160,7 +160,8 @@ def scorer(config: dict) -> dict:
     g = config["grades"]
     s = {"base": g["scorer"], "base_revision": g["scorer_revision"], "adapter": g["adapter"],
          "adapter_revision": g["adapter_revision"], "precision": g["precision"], "device": g["device"],
-         "decoding": g["decoding"], "temperature": g["temperature"], "max_new_tokens": g["max_new_tokens"]}
+         "decoding": g["decoding"], "temperature": g["temperature"], "max_new_tokens": g["max_new_tokens"],
+         "batch": g.get("batch", 1)}  # views a call: `auto` or a number, resolved by the job's ask (1: the default)
     if config["model_set"] == "smoke":
         s.update(base=f"{SMOKE_SCORER_DIR}/base", base_revision=None, adapter=f"{SMOKE_SCORER_DIR}/adapter",
                  adapter_revision=None, precision="fp32", device="cpu",

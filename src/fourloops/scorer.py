@@ -108,6 +108,60 @@ class EditScoreScorer:
             decode_seconds=t1 - first_at,
         )
 
+    def answer_many(self, items: list[tuple[list, str, int]]) -> list[Answer]:
+        """One greedy `generate` over several (images, prompt, seed) questions, the prompts left-padded to the
+        longest: an answer per item, in order, each row's text cut at the padded prompt's end. The call's prefill
+        and decoding seconds are split evenly over its rows. Greedy only: sampled rows would share one random
+        stream, so no row could keep its own seed (the config refuses grades.batch > 1 with sample decoding).
+        A row's logits may differ in their last bits from a one-question call's (padding, batched kernels), so
+        `answer` stays the one-question path."""
+        import torch
+        from transformers import StoppingCriteriaList
+
+        if not items:
+            return []
+        if self.spec.decoding != "greedy":
+            raise ValueError(f"scorer decoding = {self.spec.decoding!r} with {len(items)} questions a call; allowed: "
+                             "greedy (each sampled answer is seeded by its own call), or one question a call")
+        texts, images = [], []
+        for ims, prompt, _seed in items:
+            content = [{"type": "image", "image": im} for im in ims] + [{"type": "text", "text": prompt}]
+            texts.append(self.processor.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                                            add_generation_prompt=True))
+            images.extend(ims)
+        inputs = self.processor(text=texts, images=images or None, return_tensors="pt", padding=True,
+                                padding_side="left").to(self.model.device)
+        width = int(inputs["input_ids"].shape[1])  # every row's prompt ends here (left padding)
+        own = [int(n) for n in inputs["attention_mask"].sum(dim=1).tolist()]  # each row's prompt without its padding
+        kwargs = {"do_sample": False, "max_new_tokens": int(self.spec.max_new_tokens),
+                  "temperature": None, "top_p": None, "top_k": None}
+        first = _FirstToken()
+        _sync()
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, stopping_criteria=StoppingCriteriaList([first]), **kwargs)
+        _sync()
+        t1 = time.perf_counter()
+        first_at = first.at if first.at is not None else t1
+        share = 1.0 / len(items)
+        ends = self.model.generation_config.eos_token_id
+        ends = torch.tensor([] if ends is None else [ends] if isinstance(ends, int) else list(ends), device=out.device)
+        answers = []
+        for row, n_prompt in enumerate(own):
+            new = out[row, width:]
+            # a row that ended before the longest is padded after its end-of-answer token: up to that token, which
+            # a one-question call's answer keeps too
+            ended = torch.isin(new, ends).nonzero()
+            new = new[:int(ended[0, 0]) + 1] if ended.numel() else new
+            answers.append(Answer(
+                text=self.processor.decode(new, skip_special_tokens=True),
+                prompt_tokens=n_prompt,
+                generated_tokens=int(new.shape[0]),
+                encode_seconds=(first_at - t0) * share,
+                decode_seconds=(t1 - first_at) * share,
+            ))
+        return answers
+
 
 def _where(model: str, revision: str | None, what: str) -> tuple[Path, dict]:
     from fourloops.hub import GeneratorUnavailable, resolve_model

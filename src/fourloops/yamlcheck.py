@@ -202,6 +202,10 @@ def describe_allowed(error: jsonschema.ValidationError) -> str:
             return f"text that does not match {inner['pattern']}"
     if kind == "enum":
         return f"one of {schema['enum']}"
+    alternatives = schema.get("anyOf") if kind == "anyOf" else None
+    if alternatives and all("enum" in a or "type" in a for a in alternatives):  # e.g. a batch: auto or a number
+        return " or ".join(" or ".join(show(v) for v in a["enum"]) if "enum" in a else _type_words(a)
+                           for a in alternatives)
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return _type_words(schema) if "type" in schema else "a number " + _bounds(schema)
     if kind == "type":

@@ -10,13 +10,31 @@ from fourloops.stage import AskContext, Build, Gpu, Knob, Stage
 
 
 def ask(ctx: AskContext, wildcards: dict, params: dict):
-    from fourloops import asks
+    """The job's ask at the batch its `grades.batch` asks for on the job's machine (fourloops.batching): as many
+    views a scorer call as the job has and the card holds; one under sample decoding, where each answer is seeded
+    by its own call (the config refuses a number above one there)."""
+    from fourloops import asks, batching
 
     job = params["job"]
-    if job["model_set"] == "smoke":  # the tiny scorer on the CPU
-        return asks.stage_ask(ctx.facts, "smoke_grades")
-    return asks.scorer_ask(ctx.facts, job["scorer"], n_views=len(job["azimuths"]), num_pass=int(job["num_pass"]),
-                           measured=ctx.measured, machine=ctx.machine, instruction=job.get("instruction"))
+    scorer = job.get("scorer") or {}
+    value = batching.setting(scorer.get("batch", 1), "grades.batch")
+    sampled = value == batching.AUTO and scorer.get("decoding") == "sample"
+    value = 1 if sampled else value
+    n = max(1, len(job.get("azimuths") or ()))
+    if job["model_set"] == "smoke":  # the tiny scorer on the CPU: no card to fill
+        found = batching.choose(lambda b: asks.stage_ask(ctx.facts, "smoke_grades"), value, most=n, limit_gib=None,
+                                key="grades.batch")
+    else:
+        found = batching.choose(
+            lambda b: asks.scorer_ask(ctx.facts, scorer, n_views=n, num_pass=int(job["num_pass"]), batch=b,
+                                      measured=ctx.measured, machine=ctx.machine, instruction=job.get("instruction")),
+            value, most=n, limit_gib=batching.card_gib(ctx.machine, ctx.provided_vram_mb), key="grades.batch")
+    if sampled:
+        from dataclasses import replace
+
+        found = replace(found, vram=asks.Figure(found.vram.value, f"{found.vram.source} [grades.batch = auto: 1 "
+                                                                  "(sample decoding seeds each answer by its call)]"))
+    return found
 
 
 def scorer_needs(s: dict, rule: str) -> list:
@@ -63,10 +81,12 @@ def _scorer_ask(facts: dict, settings: dict):
 # The scorer, declared once: the probe rule, the sizing set and the levers read it (fourloops.stage.Gpu).
 SCORER = Gpu(
     name="scorer", key=_scorer_key, probe="fourloops.stages.probe:_probe_scorer", settings=model_sets.scorer,
-    ask=_scorer_ask, needs=scorer_needs, knobs=(Knob((), "precision", ("grades", "precision"), "precision"),),
+    ask=_scorer_ask, needs=scorer_needs,
+    knobs=(Knob((), "precision", ("grades", "precision"), "precision"), Knob((), "batch", ("grades", "batch"), "batch")),
     builds=(Build("scorer", "qwen3_vl_8b"),), model_at="base", resolution=lambda s: int(s.get("image_size", 512)),
     smoke_inputs=lambda config: model_sets.built_models(config, "scorer"))
 
 STAGE = Stage(name="grades", code="fourloops.stages.grades",
               rules=("grades",), profile="pod", ask=ask, needs=needs, measures=measures,
-              keep_last_good=True, knobs=SCORER.knobs_at(("job", "scorer")), gpus=(SCORER,))
+              keep_last_good=True, knobs=SCORER.knobs_at(("job", "scorer")), gpus=(SCORER,),
+              batch_changes_bytes=True)  # a padded row's logits differ in their last bits from a one-question call's

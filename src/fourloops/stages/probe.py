@@ -246,22 +246,29 @@ def _probe_scorer(s: dict, memory: _Memory, references, items: int, prompt: str)
     except ImportError as exc:  # the editscore package is not here: the instruction alone, and the record says so
         sc_prompt, pq_prompt, source = prompt, prompt, f"the instruction only (editscore not importable: {exc})"
     size = int(s.get("image_size", 512))
+    # one question a call first (the walls read its peak), then the configured batch of questions a call (the
+    # grades job's answer_many; greedy only: a sampled answer is seeded by its own call)
+    batches = probed_batches(s.get("batch", 1), 64) if spec.decoding == "greedy" else [1]
     configs = []
-    for question, n, text in (("SC", 2, sc_prompt), ("PQ", 1, pq_prompt)):
-        imgs = _images(n, size, seed=n)
+    for b in batches:
+        for question, n, text in (("SC", 2, sc_prompt), ("PQ", 1, pq_prompt)):
+            imgs = _images(n, size, seed=n)
 
-        def one(i, imgs=imgs, text=text):
-            a = model.answer(imgs, text, seed=i)
-            return {"encode_seconds": round(a.encode_seconds, 4), "decode_seconds": round(a.decode_seconds, 4),
-                    "prompt_tokens": a.prompt_tokens, "generated_tokens": a.generated_tokens,
-                    "decode_seconds_per_token": round(a.decode_seconds / max(1, a.generated_tokens - 1), 5)}
+            def one(i, imgs=imgs, text=text, b=b):
+                answers = ([model.answer(imgs, text, seed=i)] if b == 1
+                           else model.answer_many([(imgs, text, i * b + k) for k in range(b)]))
+                encode, decode = sum(a.encode_seconds for a in answers), sum(a.decode_seconds for a in answers)
+                generated = max(a.generated_tokens for a in answers)
+                return {"encode_seconds": round(encode, 4), "decode_seconds": round(decode, 4),
+                        "prompt_tokens": answers[0].prompt_tokens, "generated_tokens": generated,
+                        "decode_seconds_per_token": round(decode / max(1, generated - 1), 5)}
 
-        row = _run_configuration(memory, {"question": question, "images": n, "resolution": size,
-                                          "max_new_tokens": spec.max_new_tokens}, items, one)
-        steady = row["items"][1:] or row["items"][:1]
-        for k in ("encode_seconds", "decode_seconds", "decode_seconds_per_token"):
-            row[f"{k}_mean"] = round(sum(r[k] for r in steady) / len(steady), 5) if steady else None
-        configs.append(row)
+            row = _run_configuration(memory, {"question": question, "images": n, "resolution": size,
+                                              "max_new_tokens": spec.max_new_tokens, "batch": b}, items, one)
+            steady = row["items"][1:] or row["items"][:1]
+            for k in ("encode_seconds", "decode_seconds", "decode_seconds_per_token"):
+                row[f"{k}_mean"] = round(sum(r[k] for r in steady) / len(steady), 5) if steady else None
+            configs.append(per_item(row, b))
     # the instruction the SC question quoted: the walls count a job's own (fourloops.asks.scorer_ask)
     return t_load, {"weights_gib": weights, "model": model.describe(), "prompts": source, "instruction": prompt}, configs
 
