@@ -13,7 +13,7 @@ setting, and does batching the step change what determinism costs?
 `on` starts with every setting (strict deterministic algorithms, the pinned RMSNorm, CUBLAS_WORKSPACE_CONFIG), then
 turns the deterministic algorithms off: the second row is the pin and the workspace alone. `off` starts with none,
 then turns the deterministic algorithms on: its second row is those algorithms alone. A step is `--accumulation`
-samples in micro-batches of one and of `--micro` through fourloops.lora.flow_losses (the lora_train job's loss),
+samples in micro-batches of each of `--micros` (one and 8) through fourloops.lora.flow_losses (the lora_train job's loss),
 each followed by its backward; the optimizer's step, the same under every setting, is left out. Steps after the
 first of each setting are timed; the model is the sizing OmniGen2 (real shape, random weights), rank 8, bf16 frozen,
 gradient checkpointing, 512 px, as the job trains it. Runs on a GPU machine (bench/gpu_run.sh batching).
@@ -115,8 +115,8 @@ def run(args) -> dict:
     started = bool(torch.are_deterministic_algorithms_enabled())
     attention(torch)
     rows = []
-    plan = [(algorithms, "default", micro) for algorithms in (started, not started) for micro in (1, args.micro)]
-    plan += [(started, variant, args.micro) for variant in args.attention]
+    plan = [(algorithms, "default", micro) for algorithms in (started, not started) for micro in args.micros]
+    plan += [(started, variant, max(args.micros)) for variant in args.attention]
     for algorithms, variant, micro in plan:
         torch.use_deterministic_algorithms(algorithms)
         ATTENTION["variant"] = variant
@@ -282,7 +282,8 @@ def main() -> int:
     ap.add_argument("--out")
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--accumulation", type=int, default=8, help="samples a step (the effective batch)")
-    ap.add_argument("--micro", type=int, default=8, help="the micro-batch timed beside one sample a forward")
+    ap.add_argument("--micros", type=int, nargs="+", default=[1, 8],
+                    help="the micro-batches timed (samples a forward); the attention variants at the largest")
     ap.add_argument("--steps", type=int, default=3, help="timed steps after the first, per setting")
     ap.add_argument("--top", type=int, default=12, help="kernels listed per setting")
     ap.add_argument("--seed", type=int, default=20260830)
