@@ -139,7 +139,7 @@ def run(args) -> dict:
 
 
 ATTENTION = {"variant": "default"}  # how torch.nn.functional.scaled_dot_product_attention runs while a row is timed
-VARIANTS = ("default", "fused", "math", "flash-unmasked")
+VARIANTS = ("default", "fused", "math", "flash-unmasked", "none")
 
 
 def _digest(tensors) -> str:
@@ -160,7 +160,9 @@ def attention(torch) -> None:
                       forward; a call that builds a graph is unchanged;
       math            torch's math backend (matrix products and a softmax: deterministic with cuBLAS's workspace);
       flash-unmasked  a boolean mask that admits every key is dropped (the same attention), which lets torch pick
-                      flash attention, whose backward runs its deterministic mode under strict settings.
+                      flash attention, whose backward runs its deterministic mode under strict settings;
+      none            (the generate path only) the whole call with torch's deterministic algorithms and cuDNN's
+                      deterministic mode off: what the kernel settings cost a view, and its peak, in one process.
     Whether a variant writes the same bits every time is what the rows' gradient digests and two processes show."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -225,21 +227,29 @@ def run_generate(args) -> dict:
     refs = [Image.fromarray(rng.integers(0, 256, (args.size, args.size, 3), dtype=np.uint8))]
     rows = []
     prompts = [f"The same person seen from {az} degrees." for az in (0, 45, 90, 135, 180, 225, 270, 315)]
+    strict, cudnn_deterministic = torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic
     for variant in args.generate_attention:
-        ATTENTION["variant"] = variant
+        ATTENTION["variant"] = "default" if variant == "none" else variant
+        torch.use_deterministic_algorithms(strict and variant != "none")
+        torch.backends.cudnn.deterministic = cudnn_deterministic and variant != "none"
         for batch, calls in ((1, args.views + 1), (args.batch, 2)):  # the first call of each a warm-up
             for i in range(calls):
                 items = [(refs, prompts[(i + j) % len(prompts)], 7 + i * batch + j) for j in range(batch)]
                 sync()
+                if cuda:
+                    torch.cuda.reset_peak_memory_stats()
                 t0 = time.perf_counter()
                 images = gen.generate_batch(items, job_seed=args.seed)
                 sync()
                 seconds = time.perf_counter() - t0
                 rows.append({"attention": variant, "batch": batch, "call": i, "seconds": round(seconds, 4),
                              "seconds_a_view": round(seconds / batch, 4),
+                             "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 4) if cuda else None,
                              "sha256": [hashlib.sha256(np.asarray(im).tobytes()).hexdigest()[:16] for im in images]})
                 print(rows[-1], flush=True)
     ATTENTION["variant"] = "default"
+    torch.use_deterministic_algorithms(strict)
+    torch.backends.cudnn.deterministic = cudnn_deterministic
     return {"state": state, "steps": args.generate_steps, "size": args.size, "generate": rows,
             "gpu": torch.cuda.get_device_name(0) if cuda else None, "torch": torch.__version__}
 
