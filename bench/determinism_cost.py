@@ -275,14 +275,49 @@ def against_none(rows: list[dict]) -> list[tuple[str, float, dict]]:
 
 
 def table(paths: list[str]) -> str:
-    """The rows of every given result, each step's median against the all-off row at the same micro-batch."""
-    rows = [r for p in paths for r in json.loads(Path(p).read_text())["rows"]]
-    out = ["| settings | micro-batch | step s (median) | against all off | top kernel (share of device time) |",
-           "|---|---|---|---|---|"]
-    for what, ratio, r in against_none(rows):
-        top = r["kernels"]["top"][0] if r["kernels"]["top"] else {"kernel": "-", "share": 0}
-        out.append(f"| {what} | {r['micro_batch']} | {r['median_step_seconds']:.3f} | {ratio:.3f} | "
-                   f"`{top['kernel'][:70]}` ({top['share']:.0%}) |")
+    """The LoRA rows of every given result, each step's median against the all-off row at the same micro-batch
+    (with each row's distinct gradient digests: 1 is the same bits every step), then the generate results' table."""
+    results = [json.loads(Path(p).read_text()) for p in paths]
+    rows = [r for res in results for r in res.get("rows") or []]
+    out = []
+    if rows:
+        out += ["| settings | micro-batch | step s (median) | against all off | distinct gradients | top kernel "
+                "(share of device time) |", "|---|---|---|---|---|---|"]
+        for what, ratio, r in against_none(rows):
+            top = r["kernels"]["top"][0] if r["kernels"]["top"] else {"kernel": "-", "share": 0}
+            digests = len(r["grad_sha256"]) if "grad_sha256" in r else "-"
+            out.append(f"| {what} | {r['micro_batch']} | {r['median_step_seconds']:.3f} | {ratio:.3f} | {digests} | "
+                       f"`{top['kernel'][:70]}` ({top['share']:.0%}) |")
+    generate = [(i + 1, res) for i, res in enumerate(r for r in results if r.get("generate"))]
+    if generate:
+        out += ["" if out else None, generate_table(generate)]
+    return "\n".join(x for x in out if x is not None)
+
+
+def generate_table(processes: list[tuple[int, dict]]) -> str:
+    """Per attention variant and views a call: seconds a view after the warm-up call (each process), against the
+    strict row's; the call's peak; whether every process wrote the same images (their sha256 over the same calls)."""
+    cells: dict = {}
+    for n, res in processes:
+        for r in res["generate"]:
+            cells.setdefault((r["attention"], r["batch"]), {}).setdefault(n, []).append(r)
+    strict = {}
+    for (variant, batch), by in cells.items():
+        timed = [r["seconds_a_view"] for rs in by.values() for r in rs if r["call"] > 0]
+        if variant == "default" and timed:
+            strict[batch] = statistics.median(timed)
+    out = ["| attention | views a call | s a view (median, after the warm-up) | against strict | peak GiB | "
+           "processes | same images in every process |", "|---|---|---|---|---|---|---|"]
+    for (variant, batch), by in sorted(cells.items(), key=lambda kv: (kv[0][1], VARIANTS.index(kv[0][0]))):
+        timed = [r["seconds_a_view"] for rs in by.values() for r in rs if r["call"] > 0]
+        median = statistics.median(timed) if timed else float("nan")
+        peaks = [r["peak_gib"] for rs in by.values() for r in rs if r.get("peak_gib") is not None]
+        images = {n: [tuple(r["sha256"]) for r in sorted(rs, key=lambda r: r["call"])] for n, rs in by.items()}
+        same = "yes" if len(images) > 1 and len({tuple(v) for v in images.values()}) == 1 else (
+            "no" if len(images) > 1 else "one process")
+        ratio = median / strict[batch] if batch in strict else float("nan")
+        out.append(f"| {variant} | {batch} | {median:.3f} | {ratio:.3f} | {max(peaks) if peaks else float('nan'):.2f} | "
+                   f"{len(by)} | {same} |")
     return "\n".join(out)
 
 
