@@ -286,9 +286,13 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   local model=sizing/models/sizing/omnigen2 m
   if [ "${GPU_RUN_ABLATE:-1}" = generate ] || [ "${GPU_RUN_ABLATE:-1}" = both ]; then  # views, strict and fused, two processes
     mkdir -p "$RUN/determinism"
-    for m in 1 2; do mark "determinism cost: views strict and fused, process $m"
-      timeout 200 python3 bench/determinism_cost.py --generate --generate-steps 14 --model "$model" --out "$RUN/determinism/generate-$m.json" \
-        > "$RUN/determinism/generate-$m.log" 2>&1; grep "^{" "$RUN/determinism/generate-$m.log"; done
+    for m in 1 2; do mark "determinism cost: views strict and fused (the first process also with the settings off), process $m"
+      local g=(default fused); [ "$m" = 1 ] && g=(default fused none)
+      timeout 200 python3 bench/determinism_cost.py --generate --generate-attention "${g[@]}" --generate-steps 14 \
+        --views 1 --model "$model" --out "$RUN/determinism/generate-$m.json" > "$RUN/determinism/generate-$m.log" 2>&1
+      grep "^{" "$RUN/determinism/generate-$m.log" | cut -c1-200; done
+    python3 bench/determinism_cost.py --table "$RUN/determinism/generate-1.json" "$RUN/determinism/generate-2.json" \
+      | tee "$RUN/determinism/generate-table.md"
   fi
   if [ "${GPU_RUN_ABLATE:-1}" = 1 ] || [ "${GPU_RUN_ABLATE:-1}" = both ]; then  # the LoRA step with each setting
     # (one sample and 8 a forward); the attention variants with the settings on only
