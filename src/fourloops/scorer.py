@@ -75,9 +75,22 @@ class EditScoreScorer:
     def describe(self) -> dict:
         return dict(self._description)
 
-    def answer(self, images: list, prompt: str, seed: int) -> Answer:
+    def _generate(self, inputs, kwargs: dict):
+        """The model's `generate` on `inputs`, timed: (output ids, start, end of prefill, end)."""
         import torch
         from transformers import StoppingCriteriaList
+
+        first = _FirstToken()
+        _sync()
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, stopping_criteria=StoppingCriteriaList([first]), **kwargs)
+        _sync()
+        t1 = time.perf_counter()
+        return out, t0, (first.at if first.at is not None else t1), t1
+
+    def answer(self, images: list, prompt: str, seed: int) -> Answer:
+        import torch
 
         content = [{"type": "image", "image": im} for im in images] + [{"type": "text", "text": prompt}]
         text = self.processor.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
@@ -90,16 +103,9 @@ class EditScoreScorer:
             kwargs.update(temperature=float(self.spec.temperature), top_p=1.0, top_k=0)
         else:  # the model's generation_config may ask for sampling: greedy is greedy
             kwargs.update(temperature=None, top_p=None, top_k=None)
-        first = _FirstToken()
         torch.manual_seed(int(seed) % 2**63)  # seeded sampling is reproducible; greedy ignores it
-        _sync()
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            out = self.model.generate(**inputs, stopping_criteria=StoppingCriteriaList([first]), **kwargs)
-        _sync()
-        t1 = time.perf_counter()
+        out, t0, first_at, t1 = self._generate(inputs, kwargs)
         new = out[0, n_prompt:]
-        first_at = first.at if first.at is not None else t1
         return Answer(
             text=self.processor.decode(new, skip_special_tokens=True),
             prompt_tokens=n_prompt,
@@ -116,7 +122,6 @@ class EditScoreScorer:
         A row's logits may differ in their last bits from a one-question call's (padding, batched kernels), so
         `answer` stays the one-question path."""
         import torch
-        from transformers import StoppingCriteriaList
 
         if not items:
             return []
@@ -135,14 +140,7 @@ class EditScoreScorer:
         own = [int(n) for n in inputs["attention_mask"].sum(dim=1).tolist()]  # each row's prompt without its padding
         kwargs = {"do_sample": False, "max_new_tokens": int(self.spec.max_new_tokens),
                   "temperature": None, "top_p": None, "top_k": None}
-        first = _FirstToken()
-        _sync()
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            out = self.model.generate(**inputs, stopping_criteria=StoppingCriteriaList([first]), **kwargs)
-        _sync()
-        t1 = time.perf_counter()
-        first_at = first.at if first.at is not None else t1
+        out, t0, first_at, t1 = self._generate(inputs, kwargs)
         share = 1.0 / len(items)
         ends = self.model.generation_config.eos_token_id
         ends = torch.tensor([] if ends is None else [ends] if isinstance(ends, int) else list(ends), device=out.device)
