@@ -23,6 +23,9 @@
 # directory: a carried copy would replace it under the running jobs; `wait` says so):
 #   GPU_RUN_MODE=all bench/gpu_run.sh start     # a detached session (it outlives one command's limit)
 #   bench/gpu_run.sh wait 540                   # prints the log as it goes; copies the records so far to $OUT
+# A call carries at most 64 MB (the tracked tree with what it names): where .wheels takes it over, the batching
+# mode imports neither the detector's nor the scorer's packages (rfdetr, supervision, editscore, qwen_vl_utils,
+# json_repair) nor onnxoptimizer, so their wheels can stay behind for it.
 # A machine idle 30 s between two calls goes back with the run on it: send the next call at once. GPU_RUN_ALLOC
 # picks torch's allocator for every process (default: the machines' own; expandable; plain).
 # Each step logs and goes on when one fails; the run writes $RUN/done at its end.
