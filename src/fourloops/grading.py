@@ -111,24 +111,11 @@ def _count(grade: ViewGrade, ans: Answer) -> None:
     grade.generated_tokens += ans.generated_tokens
 
 
-def _ask(scorer: Scorer, images: list, prompt: str, seed: int, score_range: int, retries: int, grade: ViewGrade):
-    """(the last parse, every raw answer) for one question, asked until it parses or the retries run out."""
-    texts = []
-    for attempt in range(retries + 1):
-        ans = scorer.answer(images, prompt, seed + attempt)
-        _count(grade, ans)
-        texts.append(ans.text)
-        parsed = parse_answer(ans.text, score_range)
-        if parsed.status == OK:
-            break
-    return parsed, texts
-
-
 def _ask_views(scorer: Scorer, images: list[list], prompt: str, seeds: list[int], score_range: int, retries: int,
                grades: list[ViewGrade], batch: int) -> list[tuple[Parsed, list[str]]]:
-    """`_ask` for several views at once: each attempt asks the question of every view still unparsed, `batch` views
-    a scorer call (`answer` at one, `answer_many` above), view v's attempt k at seeds[v] + k as `_ask` seeds it.
-    (the last parse, every raw answer) per view, in order."""
+    """One question for several views, each asked until it parses or the retries run out: each attempt asks it of
+    every view still unparsed, `batch` views a scorer call (`answer` at one, `answer_many` above), view v's attempt
+    k at seeds[v] + k. (the last parse, every raw answer) per view, in order."""
     texts: list[list[str]] = [[] for _ in images]
     parsed: list[Parsed | None] = [None] * len(images)
     pending = list(range(len(images)))
@@ -178,37 +165,25 @@ def _finish(grade: ViewGrade, failures: list, raws: list) -> ViewGrade:
     return grade
 
 
-def _questions(instruction: str, score_range: int) -> tuple[str, str]:
-    sc_prompt, pq_prompt = prompts(score_range)
-    return sc_prompt.replace("<instruction>", instruction), pq_prompt
-
-
 def grade_view(scorer: Scorer, render, restyled, instruction: str, score_range: int, num_pass: int, seed: int,
                retries: int) -> ViewGrade:
-    """EditScore's SC and PQ questions for one restyled view, num_pass times (seed + pass)."""
-    sc_prompt, pq_prompt = _questions(instruction, score_range)
-    scale = score_range / 10.0
-    grade = ViewGrade()
-    failures, raws = [], []
-    for p in range(num_pass):
-        sc, sc_text = _ask(scorer, [render, restyled], sc_prompt, seed + p * (retries + 1), score_range, retries, grade)
-        pq, pq_text = _ask(scorer, [restyled], pq_prompt, seed + p * (retries + 1), score_range, retries, grade)
-        _take_pass(grade, p, sc, sc_text, pq, pq_text, scale, failures, raws)
-    return _finish(grade, failures, raws)
+    """EditScore's SC and PQ questions for one restyled view, num_pass times (seed + pass), one question a call."""
+    return grade_views(scorer, [(render, restyled)], instruction, score_range, num_pass, [seed], retries, 1)[0]
 
 
 def grade_views(scorer: Scorer, pairs: list[tuple], instruction: str, score_range: int, num_pass: int,
                 seeds: list[int], retries: int, batch: int) -> list[ViewGrade]:
-    """`grade_view` for each (render, restyled) pair, view v from seeds[v], the same question asked of up to `batch`
-    views a scorer call: each pass's SC question's first attempt for the views together, then its retries for only
+    """EditScore's questions for each (render, restyled) pair, view v from seeds[v], the same question asked of up
+    to `batch` views a scorer call: each pass's SC question's first attempt for the views together, then its retries for only
     the views whose answer did not parse, then the PQ question alike. Each view's seeds, answers and figures are
-    `grade_view`'s; at batch 1 every call is `grade_view`'s own (`answer`, one question)."""
+    those of the view graded alone; at batch 1 every call is `answer`, one question."""
     batch = int(batch)
     if batch < 1:
         raise ValueError(f"grades.batch = {batch}: not a batch; allowed: a whole number >= 1")
     if len(seeds) != len(pairs):
         raise ValueError(f"{len(pairs)} views and {len(seeds)} seeds")
-    sc_prompt, pq_prompt = _questions(instruction, score_range)
+    sc_prompt, pq_prompt = prompts(score_range)
+    sc_prompt = sc_prompt.replace("<instruction>", instruction)
     scale = score_range / 10.0
     grades = [ViewGrade() for _ in pairs]
     failures: list[list] = [[] for _ in pairs]

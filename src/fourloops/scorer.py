@@ -89,12 +89,16 @@ class EditScoreScorer:
         t1 = time.perf_counter()
         return out, t0, (first.at if first.at is not None else t1), t1
 
+    def _chat(self, images: list, prompt: str) -> str:
+        """The question as the model reads it: its images, then its text, in the processor's chat template."""
+        content = [{"type": "image", "image": im} for im in images] + [{"type": "text", "text": prompt}]
+        return self.processor.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                                  add_generation_prompt=True)
+
     def answer(self, images: list, prompt: str, seed: int) -> Answer:
         import torch
 
-        content = [{"type": "image", "image": im} for im in images] + [{"type": "text", "text": prompt}]
-        text = self.processor.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                                  add_generation_prompt=True)
+        text = self._chat(images, prompt)
         inputs = self.processor(text=[text], images=list(images), return_tensors="pt").to(self.model.device)
         n_prompt = int(inputs["input_ids"].shape[1])
         sampling = self.spec.decoding == "sample"
@@ -128,12 +132,8 @@ class EditScoreScorer:
         if self.spec.decoding != "greedy":
             raise ValueError(f"scorer decoding = {self.spec.decoding!r} with {len(items)} questions a call; allowed: "
                              "greedy (each sampled answer is seeded by its own call), or one question a call")
-        texts, images = [], []
-        for ims, prompt, _seed in items:
-            content = [{"type": "image", "image": im} for im in ims] + [{"type": "text", "text": prompt}]
-            texts.append(self.processor.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                                            add_generation_prompt=True))
-            images.extend(ims)
+        texts = [self._chat(ims, prompt) for ims, prompt, _seed in items]
+        images = [im for ims, _prompt, _seed in items for im in ims]
         inputs = self.processor(text=texts, images=images or None, return_tensors="pt", padding=True,
                                 padding_side="left").to(self.model.device)
         width = int(inputs["input_ids"].shape[1])  # every row's prompt ends here (left padding)
