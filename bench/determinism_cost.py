@@ -18,13 +18,13 @@ each followed by its backward; the optimizer's step, the same under every settin
 first of each setting are timed; the model is the sizing OmniGen2 (real shape, random weights), rank 8, bf16 frozen,
 gradient checkpointing, 512 px, as the job trains it. Runs on a GPU machine (bench/gpu_run.sh batching).
 
-Besides torch's own choice of attention kernels, `--attention` times the step with other attention variants under the
+Besides the jobs' own attention kernels (`attention`: `default`), `--attention` times the step with other attention variants under the
 settings the process started with (see `attention`: the math backend; flash attention where the mask admits every
 key), each row with its gradients' digests: one digest over a row's steps is the same bits every step.
 
 `--generate` asks the same of the generate path: views at one a call and at `--batch` a call with the settings on,
-for each variant in `--generate-attention` (default: torch's choice under strict settings, as the jobs run, and
-`fused`: attention with no gradient to take run with torch's check off, so that it keeps cuDNN's fused kernel), each
+for each variant in `--generate-attention` (`default`: as the jobs run; `fused`: attention with no gradient
+to take run with torch's check off, so that it keeps cuDNN's fused kernel; `none`: the settings off), each
 call's seconds and its images' sha256; two processes' rows show whether a variant writes the same bytes every time,
 which a job's settings would need before they took it.
 """
@@ -154,8 +154,10 @@ def _digest(tensors) -> str:
 def attention(torch) -> None:
     """Route every scaled_dot_product_attention call (OmniGen2's processor looks it up at call time) through
     ATTENTION["variant"]:
-      default         as torch chooses under the process's settings (strict mode rules cuDNN's fused kernels out,
-                      leaving the memory-efficient ones, whose deterministic backward is slow);
+      default         as the jobs run it: with the settings on, fourloops.determinism.attention_kernels (which
+                      loading OmniGen2 installs) takes `fused` and `flash-unmasked` below; with them off, torch's
+                      own choice (strict settings alone rule cuDNN's fused kernels out, leaving the memory-efficient
+                      ones, whose deterministic backward is slow);
       fused           a call with no gradient to take runs with torch's check off, so that it keeps cuDNN's fused
                       forward; a call that builds a graph is unchanged;
       math            torch's math backend (matrix products and a softmax: deterministic with cuBLAS's workspace);

@@ -10,6 +10,9 @@
 #   repro    the reproducibility pair: the trace of the generate path and a LoRA step (bench/repro_trace.py), the
 #            sizing DAG twice in two fresh working directories side by side, compared (fourloops compare); each GPU
 #            rule's job alone with the determinism settings off, then on
+#   twice    one GPU job (GPU_RUN_TARGET, default condition A's views; GPU_RUN_RULE, default generate) at auto,
+#            twice, each in a fresh working directory alone on the card, compared (fourloops compare); then once more
+#            in the first with the settings off, forced: whether the job writes the same bytes, and what they cost it
 #   batching what the LoRA step's determinism settings cost (bench/determinism_cost.py; GPU_RUN_ABLATE=0 skips,
 #            =generate: the generate path's views strict and fused instead, =both: the two), GPU_RUN_JOBS=0 stops before the jobs,
 #            probes of the batched path (GPU_RUN_PROBES=0 skips), the LoRA and condition A's views one item a call
@@ -169,7 +172,7 @@ check() {  # the bundle `prepare` made must be the carried tree's commit: a comm
 
 start() {
   check || return
-  case "${GPU_RUN_MODE:-all}" in all|heldout|repro|batching) ;; *) echo "GPU_RUN_MODE=$GPU_RUN_MODE; allowed: all, heldout, repro, batching" >&2; return 2 ;; esac
+  case "${GPU_RUN_MODE:-all}" in all|heldout|repro|twice|batching) ;; *) echo "GPU_RUN_MODE=$GPU_RUN_MODE; allowed: all, heldout, repro, twice, batching" >&2; return 2 ;; esac
   mkdir -p "$RUN"; rm -f "$RUN/done"
   # a token in the run's working directory, kept apart too: `wait` tells a sizing/ that a later call's carry replaced
   mkdir -p sizing && date +%s%N | tee "$RUN/sizing.token" > sizing/.gpu_run_token
@@ -234,7 +237,7 @@ listing() {  # every output's sha256 under a working directory's results/ (the r
 repro_collect() {  # records, logs, listings, traces, tables: no images, models or tensors
   local name=${1:-repro}
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    --exclude='models' --exclude='.snakemake' -C "$RUN" $(cd "$RUN" && ls -d trace listing-* compare* pair-*.log cost-*.log batch-*.log lora-*.log timeline.txt w*/results w*/logs w*/benchmarks \
+    --exclude='models' --exclude='.snakemake' -C "$RUN" $(cd "$RUN" && ls -d trace listing-* compare* pair-*.log cost-*.log cost-on twice-*.log batch-*.log lora-*.log timeline.txt w*/results w*/logs w*/benchmarks \
     determinism probes probes.log builds.log embeddings.log 2>/dev/null) 2>/dev/null
   ls -la "$RUN/$name.tar.gz"
 }
@@ -276,6 +279,29 @@ repro() {  # the reproducibility pair and what determinism and batching cost, in
     echo "exit $?" >> "$RUN/cost-$m.log"; mkdir -p "$RUN/cost-$m"; cp -r "$RUN/w1/results/provenance" "$RUN/cost-$m/"
   done
   listing "$RUN/w1" "$RUN/listing-1-after-cost.txt"
+  mark "done"; repro_collect; touch "$RUN/done"
+}
+
+twice() {  # the same job twice with the settings on, then once off (see the modes above)
+  env_gpu; mkdir -p "$RUN"; : > "$RUN/timeline.txt"
+  mark() { echo "$(date +%s) $*" >> "$RUN/timeline.txt"; say "$*"; }
+  machine_ready || { touch "$RUN/done"; return 1; }
+  local target=${GPU_RUN_TARGET:-results/generate/A/views.json} rule=${GPU_RUN_RULE:-generate} i
+  local cfg=(--configfile profiles/sizing-gpu/run.yaml profiles/sizing-gpu/batching-after.yaml)
+  mark "builds: the sizing OmniGen2 in sizing/"
+  python3 -m snakemake "${PROFILE[@]}" -- results/provenance/sizing_model/omnigen2.json > "$RUN/builds.log" 2>&1 \
+    || { mark "build failed"; tail -30 "$RUN/builds.log"; repro_collect; touch "$RUN/done"; return 1; }
+  for i in 1 2; do
+    fresh "$RUN/w$i"; mark "on: $target in w$i"
+    python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w$i" "${cfg[@]}" -- "$target" > "$RUN/twice-$i.log" 2>&1
+    echo "exit $?" >> "$RUN/twice-$i.log"; tail -2 "$RUN/twice-$i.log"; listing "$RUN/w$i" "$RUN/listing-$i.txt"
+  done
+  python3 -m fourloops.cli compare "$RUN/w1" "$RUN/w2" --markdown "$RUN/compare-twice.md" > "$RUN/compare-twice.txt" 2>&1
+  echo "compare exit $?" >> "$RUN/compare-twice.txt"; tail -4 "$RUN/compare-twice.txt"; repro_collect sofar
+  mark "off: $target in w1, forced"
+  mkdir -p "$RUN/cost-on"; cp -r "$RUN/w1/results/provenance" "$RUN/cost-on/"
+  FOURLOOPS_DETERMINISM=off python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w1" "${cfg[@]}" --forcerun "$rule" \
+    -- "$target" > "$RUN/cost-off.log" 2>&1; echo "exit $?" >> "$RUN/cost-off.log"
   mark "done"; repro_collect; touch "$RUN/done"
 }
 
@@ -356,9 +382,10 @@ case "${1:-}" in
   all) all ;;
   heldout) heldout ;;
   repro) repro ;;
+  twice) twice ;;
   batching) batching ;;
   start) start ;;
   check) check ;;
   wait) wait_run "${2:-540}" ;;
-  *) echo "usage: bench/gpu_run.sh prepare | check | start | wait [seconds] | all | heldout | repro | batching" >&2; exit 2 ;;
+  *) echo "usage: bench/gpu_run.sh prepare | check | start | wait [seconds] | all | heldout | repro | twice | batching" >&2; exit 2 ;;
 esac

@@ -93,3 +93,52 @@ def test_the_batching_account_regenerates_from_its_records():
             rows, _ = batching_table._verdicts(record / "compare-leases.txt")
             made = {a: v for a, (v, _) in rows.items() if a.endswith((".png", ".safetensors", ".loss.csv"))}
             assert made and set(made.values()) == {"equal"}, made
+
+
+def test_omnigen2_attention_takes_the_cheaper_kernels_only_where_the_bits_stay(monkeypatch):
+    """Loading OmniGen2 routes scaled_dot_product_attention (fourloops.loading._pin_omnigen2_kernels): a call with no
+    gradient runs with torch's check off; a call taking a gradient loses a boolean mask that admits every key and
+    keeps any other mask; both are named in the job's record. With the settings off, torch's own choice stays."""
+    import torch
+    import torch.nn.functional as F
+
+    from fourloops import loading
+
+    seen = []
+
+    def spy(q, k, v, attn_mask=None, *rest, **kwargs):
+        seen.append((torch.are_deterministic_algorithms_enabled(), attn_mask))
+        return torch.zeros_like(q)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    monkeypatch.setattr(determinism, "_exempt", [])
+    monkeypatch.setenv(determinism.SWITCH, "off")
+    loading._pin_omnigen2_kernels()
+    assert F.scaled_dot_product_attention is spy and determinism.state()["exempt_calls"] == []
+
+    monkeypatch.setenv(determinism.SWITCH, "on")
+    loading._pin_omnigen2_kernels()
+    loading._pin_omnigen2_kernels()  # once is enough: the second changes nothing
+    assert F.scaled_dot_product_attention is not spy and F.scaled_dot_product_attention.__wrapped__ is spy
+    recorded = determinism.state()["exempt_calls"]
+    assert len(recorded) == 2 and all(e.startswith("omnigen2 scaled_dot_product_attention, ") for e in recorded)
+    q = torch.zeros(1, 2, 4, 8)
+    every, some = torch.ones(1, 1, 1, 4, dtype=torch.bool), torch.tensor([[[[True, True, True, False]]]])
+    strict = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        with torch.no_grad():
+            F.scaled_dot_product_attention(q, q, q, attn_mask=every)
+        assert seen[-1] == (False, every) and torch.are_deterministic_algorithms_enabled()
+        g = q.clone().requires_grad_()
+        F.scaled_dot_product_attention(g, q, q, attn_mask=every)
+        assert seen[-1] == (True, None)
+        F.scaled_dot_product_attention(g, q, q, every)
+        assert seen[-1] == (True, None)
+        F.scaled_dot_product_attention(g, q, q, some)
+        assert seen[-1][0] and seen[-1][1] is some
+        additive = torch.zeros(1, 1, 1, 4)
+        F.scaled_dot_product_attention(g, q, q, attn_mask=additive)
+        assert seen[-1][1] is additive
+    finally:
+        torch.use_deterministic_algorithms(strict)

@@ -13,6 +13,9 @@ Every stage whose jobs compute with torch calls `apply(seed)` first, in its job'
   * Triton kernels that pick their launch configuration by timing (`pin_autotuned`) given one configuration chosen
     from the problem's shape, so two processes launch the same kernel.
 
+Where torch's strict check costs more than the bits need, a job's models take the cheaper kernels that still give the
+same bits, each named in the record with why: `attention_kernels` (OmniGen2's attention) and `exempt_calls`.
+
 `state()` reads the settings back from the live process (never from this module's intentions) for the job's
 provenance record, with the GPU, driver, CUDA, cuDNN and torch versions they hold for.
 
@@ -177,6 +180,60 @@ def exempt_calls(owner, method: str, label: str, why: str) -> None:
     entry = f"{label}: {why}"
     if entry not in _exempt:
         _exempt.append(entry)
+
+
+ATTENTION_WHY = {
+    "no gradient": "a call with no gradient to take runs with torch's check off, so that it keeps the fused forward "
+                   "kernels (cuDNN's, flash): a forward adds in a fixed order; the atomic adds torch guards against are "
+                   "in the backward, which such a call never runs",
+    "mask of every key": "a call that takes a gradient through a boolean mask admitting every key drops the mask (the "
+                         "same attention), so that torch may pick flash attention, whose backward has a deterministic "
+                         "mode under strict settings, instead of the memory-efficient kernels' slower one",
+}
+
+
+def attention_kernels(label: str) -> list[str]:
+    """Route torch.nn.functional.scaled_dot_product_attention, which OmniGen2's processors, diffusers and
+    transformers look up at call time, through the two cheaper kernel choices in ATTENTION_WHY, and record them
+    under `exempt_calls` ("label: why"). Without them, strict settings rule cuDNN's fused attention out of every
+    call and leave a masked call the memory-efficient kernels. Only when the mode is on (off keeps torch's own
+    choice, as a bench's baseline); a second call changes nothing. Returns the entries recorded."""
+    if mode() != "on":
+        return []
+    import functools
+
+    import torch
+    import torch.nn.functional as F
+
+    entries = [f"{label} scaled_dot_product_attention, {case}: {why}" for case, why in ATTENTION_WHY.items()]
+    for entry in entries:
+        if entry not in _exempt:
+            _exempt.append(entry)
+    original = F.scaled_dot_product_attention
+    if getattr(original, "_fourloops_attention", False):
+        return entries
+
+    @functools.wraps(original)
+    def sdpa(*args, **kwargs):
+        qkv = [*args[:3], *(kwargs[k] for k in ("query", "key", "value") if k in kwargs)]
+        if not (torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in qkv)):
+            with checks_off(torch):
+                return original(*args, **kwargs)
+        if "attn_mask" in kwargs:
+            mask = kwargs["attn_mask"]
+            if _admits_every_key(torch, mask):
+                kwargs = {**kwargs, "attn_mask": None}
+        elif len(args) > 3 and _admits_every_key(torch, args[3]):
+            args = (*args[:3], None, *args[4:])
+        return original(*args, **kwargs)
+
+    sdpa._fourloops_attention = True
+    F.scaled_dot_product_attention = sdpa
+    return entries
+
+
+def _admits_every_key(torch, mask) -> bool:
+    return mask is not None and mask.dtype == torch.bool and bool(mask.all())
 
 
 def _cuda_versions(torch) -> dict:

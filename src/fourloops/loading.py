@@ -83,11 +83,13 @@ def _layer_norm_warps(configs, args: dict):
 
 def _pin_omnigen2_kernels() -> None:
     """OmniGen2's Triton RMSNorm (forward and backward), launched with `_layer_norm_warps` instead of the fastest
-    configuration by timing (fourloops.determinism.pin_autotuned); a no-op without Triton or without the module."""
+    configuration by timing (fourloops.determinism.pin_autotuned; a no-op without Triton or without the module), and
+    its attention on the cheaper kernels that keep the bits (fourloops.determinism.attention_kernels)."""
     import sys
 
     from fourloops import determinism
 
+    determinism.attention_kernels("omnigen2")
     # imported by OmniGen2's transformer module where Triton is there; without it OmniGen2 falls back to torch's
     # RMSNorm, which does not autotune
     module = sys.modules.get("omnigen2.ops.triton.layer_norm")
