@@ -142,3 +142,27 @@ def test_omnigen2_attention_takes_the_cheaper_kernels_only_where_the_bits_stay(m
         assert seen[-1][1] is additive
     finally:
         torch.use_deterministic_algorithms(strict)
+
+
+def test_the_attention_variants_account_regenerates_and_backs_the_kernels_the_jobs_take():
+    """bench/results/determinism-*/determinism/*table.md are what bench/determinism_cost.py --table prints from the
+    records beside them; and the records back fourloops.determinism.attention_kernels: with no gradient, cuDNN's fused
+    forward wrote the same images in both processes, at one view a call and at 8; through a mask of every key,
+    flash's backward gave one gradient digest over every step."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import determinism_cost
+
+    records = sorted((REPO / "bench" / "results").glob("determinism-*"))
+    assert records
+    for record in records:
+        d = record / "determinism"
+        lora = [str(d / "on.json"), str(d / "off.json")]
+        views = [str(d / "generate-1.json"), str(d / "generate-2.json")]
+        assert (d / "table.md").read_text().strip() == determinism_cost.table(lora), record
+        assert (d / "generate-table.md").read_text().strip() == determinism_cost.table(views), record
+        by_process = [json.loads(Path(p).read_text())["generate"] for p in views]
+        fused = [[(r["batch"], r["call"], tuple(r["sha256"])) for r in rows if r["attention"] == "fused"]
+                 for rows in by_process]
+        assert fused[0] and fused[0] == fused[1] and {b for b, _, _ in fused[0]} == {1, 8}, record
+        flash = [r for r in json.loads((d / "on.json").read_text())["rows"] if r["attention"] == "flash-unmasked"]
+        assert flash and all(len(r["grad_sha256"]) == 1 and r["deterministic_algorithms"] for r in flash), record
