@@ -80,10 +80,11 @@ def run(args) -> dict:
     g = torch.Generator().manual_seed(args.seed)
     lat = args.size // 8
     width = transformer.config.text_feat_dim
+    lengths = [args.prompt_lengths[i % len(args.prompt_lengths)] for i in range(args.accumulation)]
     samples = [lora.Batch(torch.randn((1, 16, lat, lat), generator=g).to(dev),
                           torch.randn((1, 16, lat, lat), generator=g).to(dev),
-                          torch.randn((1, 24, width), generator=g).to(dev),
-                          torch.ones((1, 24), dtype=torch.long).to(dev)) for _ in range(args.accumulation)]
+                          torch.randn((1, n, width), generator=g).to(dev),
+                          torch.ones((1, n), dtype=torch.long).to(dev)) for n in lengths]
     ts = [torch.rand((1,), generator=g).to(dev) for _ in samples]
     noises = [torch.randn(s.x0.shape, generator=g).to(dev) for s in samples]
     compute = torch.bfloat16 if cuda else torch.float32
@@ -134,12 +135,12 @@ def run(args) -> dict:
         print(f"mode {state['mode']} algorithms {algorithms} attention {variant} micro {micro}: first {first:.2f} s, "
               f"steps {[round(x, 3) for x in timed]}, {len(set(digests))} distinct gradients", flush=True)
     ATTENTION["variant"] = "default"
-    return {"state": state, "accumulation": args.accumulation, "size": args.size, "rows": rows,
+    return {"state": state, "accumulation": args.accumulation, "size": args.size, "prompt_lengths": lengths, "rows": rows,
             "gpu": torch.cuda.get_device_name(0) if cuda else None, "torch": torch.__version__}
 
 
 ATTENTION = {"variant": "default"}  # how torch.nn.functional.scaled_dot_product_attention runs while a row is timed
-VARIANTS = ("default", "fused", "math", "flash-unmasked", "none")
+VARIANTS = ("default", "fused", "math", "flash-unmasked", "flash-prefix", "none")
 
 
 def _digest(tensors) -> str:
@@ -163,6 +164,9 @@ def attention(torch) -> None:
       math            torch's math backend (matrix products and a softmax: deterministic with cuBLAS's workspace);
       flash-unmasked  a boolean mask that admits every key is dropped (the same attention), which lets torch pick
                       flash attention, whose backward runs its deterministic mode under strict settings;
+      flash-prefix    a boolean key mask that admits a prefix of each sample's keys (OmniGen2's padded prompts:
+                      `prefix_split`) runs as one unmasked call a sample over its admitted keys (the same attention),
+                      so that a padded micro-batch may take flash attention too;
       none            (the generate path only) the whole call with torch's deterministic algorithms and cuDNN's
                       deterministic mode off: what the kernel settings cost a view, and its peak, in one process.
     Whether a variant writes the same bits every time is what the rows' gradient digests and two processes show."""
@@ -186,7 +190,11 @@ def attention(torch) -> None:
         if variant == "math":
             with sdpa_kernel(SDPBackend.MATH):
                 return original(*args, **kwargs)
-        if variant == "flash-unmasked":
+        if variant == "flash-prefix":
+            split = prefix_split(torch, original, args, kwargs)
+            if split is not None:
+                return split
+        if variant in ("flash-unmasked", "flash-prefix"):
             mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
             if mask is not None and mask.dtype == torch.bool and bool(mask.all()):
                 args, kwargs = args[:3], {k: v for k, v in kwargs.items() if k != "attn_mask"}
@@ -195,6 +203,27 @@ def attention(torch) -> None:
 
     sdpa._fourloops_bench = True
     F.scaled_dot_product_attention = sdpa
+
+
+def prefix_split(torch, sdpa, args: tuple, kwargs: dict):
+    """`sdpa(q, k, v, attn_mask=m, ...)` for a boolean key mask m of shape (B, 1, 1, K) whose row b admits the first
+    n_b keys alone, as B unmasked calls, sample b over its first n_b keys: the same attention (a query attends to the
+    keys the mask admits, each masked key adds nothing). None where the mask is of another form."""
+    q, k, v = args[:3]
+    mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+    if mask is None or mask.dtype != torch.bool or mask.dim() != 4 or mask.shape[1:3] != (1, 1) \
+            or mask.shape[0] != q.shape[0]:
+        return None
+    keys = mask.reshape(mask.shape[0], -1)
+    n = keys.sum(dim=1)
+    if bool((n == keys.shape[1]).all()):  # every key: one unmasked call (flash-unmasked)
+        return None
+    if not bool((keys == (torch.arange(keys.shape[1], device=keys.device)[None, :] < n[:, None])).all()):
+        return None
+    rest = {key: val for key, val in kwargs.items() if key != "attn_mask"}
+    tail = args[4:]
+    return torch.cat([sdpa(q[b:b + 1], k[b:b + 1, :, :m], v[b:b + 1, :, :m], None, *tail, **rest)
+                      for b, m in enumerate(n.tolist())])
 
 
 def run_generate(args) -> dict:
@@ -335,9 +364,12 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=12, help="kernels listed per setting")
     ap.add_argument("--seed", type=int, default=20260830)
     ap.add_argument("--device", default="cuda", help="cuda; cpu checks the bench itself on a tiny model")
-    ap.add_argument("--attention", nargs="*", default=["math", "flash-unmasked"], choices=VARIANTS,
+    ap.add_argument("--attention", nargs="*", default=["flash-prefix"], choices=VARIANTS,
                     help="attention variants timed in the LoRA step besides torch's own choice, under the settings "
                          "the process started with")
+    ap.add_argument("--prompt-lengths", type=int, nargs="+", default=[24],
+                    help="the samples' prompt tokens, in turn (more than one length pads a micro-batch's prompts, as "
+                         "the LoRA's records of different azimuths do)")
     ap.add_argument("--generate", action="store_true", help="time views with each of --generate-attention")
     ap.add_argument("--generate-attention", nargs="+", default=["default", "fused"], choices=VARIANTS)
     ap.add_argument("--generate-steps", type=int, default=28)

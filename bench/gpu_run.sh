@@ -13,7 +13,8 @@
 #   twice    one GPU job (GPU_RUN_TARGET, default condition A's views; GPU_RUN_RULE, default generate) at auto,
 #            twice, each in a fresh working directory alone on the card, compared (fourloops compare); then once more
 #            in the first with the settings off, forced: whether the job writes the same bytes, and what they cost it
-#   batching what the LoRA step's determinism settings cost (bench/determinism_cost.py; GPU_RUN_ABLATE=0 skips,
+#   batching what the LoRA step's determinism settings cost (bench/determinism_cost.py, its samples' prompts padded:
+#            GPU_RUN_PROMPT_LENGTHS, default "22 23 24 25"; GPU_RUN_ABLATE=0 skips,
 #            =generate: the generate path's views strict and fused instead, =both: the two), GPU_RUN_JOBS=0 stops before the jobs,
 #            probes of the batched path (GPU_RUN_PROBES=0 skips), the LoRA and condition A's views one item a call
 #            and at auto (profiles/sizing-gpu/batching-*.yaml), compared; the images and tensors come back in parts
@@ -326,10 +327,13 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   if [ "${GPU_RUN_ABLATE:-1}" = 1 ] || [ "${GPU_RUN_ABLATE:-1}" = both ]; then  # the LoRA step with each setting
     # (one sample and 8 a forward); the attention variants with the settings on only
     mkdir -p "$RUN/determinism"
+    # the samples' prompts of different lengths (GPU_RUN_PROMPT_LENGTHS), as the LoRA's records of different azimuths
+    # are: a micro-batch of them is padded, and its attention masked
+    local lengths; read -r -a lengths <<< "${GPU_RUN_PROMPT_LENGTHS:-22 23 24 25}"
     for m in on off; do mark "determinism cost: the LoRA step, FOURLOOPS_DETERMINISM=$m"
       local variants=(); [ "$m" = off ] && variants=(--attention)
       FOURLOOPS_DETERMINISM=$m timeout 300 python3 bench/determinism_cost.py --model "$model" "${variants[@]}" \
-        --out "$RUN/determinism/$m.json" > "$RUN/determinism/$m.log" 2>&1; grep "^mode" "$RUN/determinism/$m.log"; done
+        --prompt-lengths "${lengths[@]}" --out "$RUN/determinism/$m.json" > "$RUN/determinism/$m.log" 2>&1; grep "^mode" "$RUN/determinism/$m.log"; done
     python3 bench/determinism_cost.py --table "$RUN/determinism/on.json" "$RUN/determinism/off.json" | tee "$RUN/determinism/table.md"
   fi
   if [ "${GPU_RUN_PROBES:-1}" = 1 ]; then  # the batched path's probes: views 1 and 8 a call, LoRA samples 1 and 8 a forward

@@ -166,3 +166,26 @@ def test_the_attention_variants_account_regenerates_and_backs_the_kernels_the_jo
         assert fused[0] and fused[0] == fused[1] and {b for b, _, _ in fused[0]} == {1, 8}, record
         flash = [r for r in json.loads((d / "on.json").read_text())["rows"] if r["attention"] == "flash-unmasked"]
         assert flash and all(len(r["grad_sha256"]) == 1 and r["deterministic_algorithms"] for r in flash), record
+
+
+def test_the_benchs_prefix_split_is_the_masked_attention():
+    """bench/determinism_cost.py's flash-prefix variant: a padded micro-batch's key mask as one unmasked call a
+    sample over its admitted keys gives the masked call's attention; a mask of another form is left to torch."""
+    import torch
+    import torch.nn.functional as F
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import determinism_cost
+
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(3, 2, 7, 8, generator=g) for _ in range(3))
+    keys = torch.arange(7)[None, :] < torch.tensor([5, 3, 7])[:, None]
+    mask = keys.view(3, 1, 1, 7)
+    split = determinism_cost.prefix_split(torch, F.scaled_dot_product_attention, (q, k, v), {"attn_mask": mask,
+                                                                                             "scale": 0.3})
+    assert torch.allclose(split, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3), atol=1e-6)
+    holes = mask.clone()
+    holes[0, 0, 0, 1] = False
+    assert determinism_cost.prefix_split(torch, F.scaled_dot_product_attention, (q, k, v, holes), {}) is None
+    every = torch.ones(3, 1, 1, 7, dtype=torch.bool)
+    assert determinism_cost.prefix_split(torch, F.scaled_dot_product_attention, (q, k, v), {"attn_mask": every}) is None
