@@ -256,3 +256,26 @@ def test_only_a_pod_fetches_a_missing_hub_model(monkeypatch, tmp_path):
     path, info = hub.resolve_model("OmniGen2/OmniGen2", "main")
     assert calls == [True, True, False]
     assert info == {"source": "hub_download", "resolved_revision": "0123abcd"} and path.name == "0123abcd"
+
+
+def test_omnigen2_prompt_encodings_a_job_keeps_hold_no_autograd_graph():
+    """A generate job measures its prompts (`text_length`) before any pipeline call and keeps each encoding for its
+    views: made with autograd on, each would keep the MLLM's activations for a backward that never comes (on a GPU, a
+    prompt's worth of memory a view). The stand-in pipe encodes with a weight that takes gradients, as a loaded MLLM's
+    do; the package-free part of OmniGen2's path."""
+    weight = torch.nn.Parameter(torch.ones(4, 4))
+
+    class Pipe:
+        _execution_device = "cpu"
+
+        def _apply_chat_template(self, prompt):
+            return prompt
+
+        def _get_qwen2_prompt_embeds(self, prompt, device, max_sequence_length):
+            tokens = torch.ones(1, len(prompt[0].split()), 4)
+            return tokens @ weight, torch.ones(1, tokens.shape[1], dtype=torch.long)
+
+    gen = G.Generator("omnigen2", "stand-in", Path("."), {}, "fp32", "cpu", {}, Pipe())
+    assert gen.text_length(["a person seen from 45 degrees", "a person from 0"]) == 6
+    for embeds, _ in gen._text_embeds.values():
+        assert embeds.grad_fn is None and not embeds.requires_grad

@@ -264,13 +264,19 @@ class Generator:
         return list(result.images)
 
     def _omnigen2_text(self, prompt: str, max_len: int):
-        """A prompt through OmniGen2's MLLM alone (a batch of one), as the pipeline encodes it; kept for the job."""
+        """A prompt through OmniGen2's MLLM alone (a batch of one), as the pipeline encodes it; kept for the job.
+        Under inference mode wherever it is called from (`text_length` is called outside any): an encoding made with
+        autograd on would keep the MLLM's activations for a backward that never comes, a prompt's worth of them for
+        every prompt the job keeps."""
+        import torch
+
         key = (prompt, max_len)
         if key not in self._text_embeds:
             pipe = self.pipe
             templated = pipe._apply_chat_template(prompt)
-            self._text_embeds[key] = pipe._get_qwen2_prompt_embeds(prompt=[templated], device=pipe._execution_device,
-                                                                    max_sequence_length=max_len)
+            with torch.inference_mode():
+                self._text_embeds[key] = pipe._get_qwen2_prompt_embeds(
+                    prompt=[templated], device=pipe._execution_device, max_sequence_length=max_len)
         return self._text_embeds[key]
 
     # -- provenance ---------------------------------------------------------------------------
