@@ -173,7 +173,7 @@ def attention(torch) -> None:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from fourloops.determinism import checks_off
+    from fourloops.determinism import checks_off, takes_gradient, without_full_mask
 
     original = F.scaled_dot_product_attention
     if getattr(original, "_fourloops_bench", False):
@@ -182,8 +182,7 @@ def attention(torch) -> None:
     def sdpa(*args, **kwargs):
         variant = ATTENTION["variant"]
         if variant == "fused":
-            qkv = (*args[:3], *(kwargs.get(k) for k in ("query", "key", "value")))
-            if torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in qkv):
+            if takes_gradient(torch, args, kwargs):
                 return original(*args, **kwargs)
             with checks_off(torch):
                 return original(*args, **kwargs)
@@ -195,9 +194,7 @@ def attention(torch) -> None:
             if split is not None:
                 return split
         if variant in ("flash-unmasked", "flash-prefix"):
-            mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
-            if mask is not None and mask.dtype == torch.bool and bool(mask.all()):
-                args, kwargs = args[:3], {k: v for k, v in kwargs.items() if k != "attn_mask"}
+            args, kwargs = without_full_mask(torch, args, kwargs)
             return original(*args, **kwargs)
         return original(*args, **kwargs)
 

@@ -177,7 +177,11 @@ def exempt_calls(owner, method: str, label: str, why: str) -> None:
 
     call._fourloops_exempt = True
     setattr(owner, method, call)
-    entry = f"{label}: {why}"
+    _name_exempt(f"{label}: {why}")
+
+
+def _name_exempt(entry: str) -> None:
+    """Name a call run with torch's check off, and why, for the job's record (once)."""
     if entry not in _exempt:
         _exempt.append(entry)
 
@@ -207,29 +211,40 @@ def attention_kernels(label: str) -> list[str]:
 
     entries = [f"{label} scaled_dot_product_attention, {case}: {why}" for case, why in ATTENTION_WHY.items()]
     for entry in entries:
-        if entry not in _exempt:
-            _exempt.append(entry)
+        _name_exempt(entry)
     original = F.scaled_dot_product_attention
     if getattr(original, "_fourloops_attention", False):
         return entries
 
     @functools.wraps(original)
     def sdpa(*args, **kwargs):
-        qkv = [*args[:3], *(kwargs[k] for k in ("query", "key", "value") if k in kwargs)]
-        if not (torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in qkv)):
+        if not takes_gradient(torch, args, kwargs):
             with checks_off(torch):
                 return original(*args, **kwargs)
-        if "attn_mask" in kwargs:
-            mask = kwargs["attn_mask"]
-            if _admits_every_key(torch, mask):
-                kwargs = {**kwargs, "attn_mask": None}
-        elif len(args) > 3 and _admits_every_key(torch, args[3]):
-            args = (*args[:3], None, *args[4:])
+        args, kwargs = without_full_mask(torch, args, kwargs)
         return original(*args, **kwargs)
 
     sdpa._fourloops_attention = True
     F.scaled_dot_product_attention = sdpa
     return entries
+
+
+def takes_gradient(torch, args: tuple, kwargs: dict) -> bool:
+    """Whether a scaled_dot_product_attention call (its arguments) builds a graph: autograd on and a query, key or
+    value that requires a gradient."""
+    qkv = [*args[:3], *(kwargs[k] for k in ("query", "key", "value") if k in kwargs)]
+    return torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in qkv)
+
+
+def without_full_mask(torch, args: tuple, kwargs: dict):
+    """A scaled_dot_product_attention call's (args, kwargs) with a boolean mask that admits every key dropped (the
+    same attention), given as `attn_mask=` or fourth positionally; any other mask kept."""
+    if "attn_mask" in kwargs:
+        if _admits_every_key(torch, kwargs["attn_mask"]):
+            kwargs = {**kwargs, "attn_mask": None}
+    elif len(args) > 3 and _admits_every_key(torch, args[3]):
+        args = (*args[:3], None, *args[4:])
+    return args, kwargs
 
 
 def _admits_every_key(torch, mask) -> bool:
