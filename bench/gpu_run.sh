@@ -7,9 +7,13 @@
 #            asked and admitted by the desk's walls (the 24 GiB confusion matrix: bench/cap24_matrix.py)
 #   heldout  the OmniGen2 build, then the held-out set: bench/results/heldout.yaml's `next: true` entry, whose
 #            configurations no record holds and which is committed before the run (bench/walls_fit.py judges it)
-#   repro    the reproducibility pair: the trace of the generate path and a LoRA step (bench/repro_trace.py), the
-#            sizing DAG twice in two fresh working directories side by side, compared (fourloops compare); each GPU
-#            rule's job alone with the determinism settings off, then on
+#   repro    the reproducibility pair: the trace of the generate path and a LoRA step (bench/repro_trace.py;
+#            GPU_RUN_TRACE=0 skips), the sizing DAG twice in two fresh working directories side by side, compared
+#            (fourloops compare); each GPU rule's job alone with the determinism settings off, then on
+#            (GPU_RUN_COST=0 skips); the LoRA step's attention variants on padded prompts (GPU_RUN_LORA_ATTENTION=1).
+#            GPU_RUN_RUNS=1 makes one run instead of two, of GPU_RUN_TARGETS (default: the DAG's targets) after
+#            the builds GPU_RUN_BUILDS names: the half of a comparison across machine kinds. The first run's
+#            artifacts under GPU_RUN_ARTIFACTS come back in parts, for `fourloops compare --across-machines`
 #   twice    one GPU job (GPU_RUN_TARGET, default condition A's views; GPU_RUN_RULE, default generate) at auto,
 #            twice, each in a fresh working directory alone on the card, compared (fourloops compare); then once more
 #            in the first with the settings off, forced: whether the job writes the same bytes, and what they cost it
@@ -243,44 +247,75 @@ repro_collect() {  # records, logs, listings, traces, tables: no images, models 
   ls -la "$RUN/$name.tar.gz"
 }
 
-repro() {  # the reproducibility pair and what determinism and batching cost, in one detached session on one GPU
+repro() {  # the reproducibility pair and what determinism costs, in one detached session on one GPU
   env_gpu; mkdir -p "$RUN"; : > "$RUN/timeline.txt"
   mark() { echo "$(date +%s) $*" >> "$RUN/timeline.txt"; say "$*"; }
   machine_ready || { touch "$RUN/done"; return 1; }
-  mark "builds: the sizing models (OmniGen2, detector, scorer) in sizing/"
-  python3 -m snakemake "${PROFILE[@]}" -- results/provenance/sizing_model/omnigen2.json \
-    results/provenance/sizing_model/detector.json results/provenance/sizing_model/scorer.json \
+  local builds targets runs=${GPU_RUN_RUNS:-2} b
+  read -r -a builds <<< "${GPU_RUN_BUILDS:-omnigen2 detector scorer}"
+  read -r -a targets <<< "${GPU_RUN_TARGETS:-${TARGETS[*]}}"
+  case "$runs" in 1|2) ;; *) echo "GPU_RUN_RUNS=$runs; allowed: 1, 2" >&2; touch "$RUN/done"; return 2 ;; esac
+  mark "builds: the sizing models (${builds[*]}) in sizing/"
+  python3 -m snakemake "${PROFILE[@]}" -- $(for b in "${builds[@]}"; do echo "results/provenance/sizing_model/$b.json"; done) \
     > "$RUN/builds.log" 2>&1 || { mark "builds failed"; tail -30 "$RUN/builds.log"; repro_collect; touch "$RUN/done"; return 1; }
-  mark "trace: the generate path and a LoRA step, two processes with the settings off, then two on"
-  mkdir -p "$RUN/trace"
-  local m i; for m in off on; do
-    for i in 1 2; do FOURLOOPS_DETERMINISM=$m timeout 240 python3 bench/repro_trace.py --model sizing/models/sizing/omnigen2 \
-      --out "$RUN/trace/$m-$i.json" > "$RUN/trace/$m-$i.log" 2>&1; tail -2 "$RUN/trace/$m-$i.log"; done
-    python3 bench/repro_trace.py --compare "$RUN/trace/$m-1.json" "$RUN/trace/$m-2.json" > "$RUN/trace/compare-$m.json" 2>&1
-    head -c 1500 "$RUN/trace/compare-$m.json"; echo
-    [ "${GPU_RUN_TRACE_ON:-1}" = 0 ] && break
-  done
-  repro_collect sofar
-  mark "pair: the sizing DAG in two fresh working directories, two snakemake runs side by side"
-  fresh "$RUN/w1"; fresh "$RUN/w2"
-  for i in 1 2; do (FOURLOOPS_MACHINE=h200_pair python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w$i" -- "${TARGETS[@]}" \
-    > "$RUN/pair-$i.log" 2>&1; echo "exit $?" >> "$RUN/pair-$i.log") & done; wait
-  tail -2 "$RUN/pair-1.log" "$RUN/pair-2.log"
-  listing "$RUN/w1" "$RUN/listing-1.txt"; listing "$RUN/w2" "$RUN/listing-2.txt"
-  python3 -m fourloops.cli compare "$RUN/w1" "$RUN/w2" --markdown "$RUN/compare-pair.md" > "$RUN/compare-pair.txt" 2>&1
-  echo "compare exit $?" >> "$RUN/compare-pair.txt"; tail -5 "$RUN/compare-pair.txt"
+  local m i
+  if [ "${GPU_RUN_TRACE:-1}" = 1 ]; then
+    mark "trace: the generate path and a LoRA step, two processes with the settings off, then two on"
+    mkdir -p "$RUN/trace"
+    for m in off on; do
+      for i in 1 2; do FOURLOOPS_DETERMINISM=$m timeout 240 python3 bench/repro_trace.py --model sizing/models/sizing/omnigen2 \
+        --out "$RUN/trace/$m-$i.json" > "$RUN/trace/$m-$i.log" 2>&1; tail -2 "$RUN/trace/$m-$i.log"; done
+      python3 bench/repro_trace.py --compare "$RUN/trace/$m-1.json" "$RUN/trace/$m-2.json" > "$RUN/trace/compare-$m.json" 2>&1
+      head -c 1500 "$RUN/trace/compare-$m.json"; echo
+      [ "${GPU_RUN_TRACE_ON:-1}" = 0 ] && break
+    done
+    repro_collect sofar
+  fi
+  # FOURLOOPS_MACHINE=h200_pair for one run as for two: the same machine declaration resolves every `auto` batch
+  # alike, so one run on another machine kind is the same jobs as each run of the pair
+  mark "pair: ${targets[*]} in $runs fresh working directories, $runs snakemake runs side by side"
+  for i in $(seq 1 "$runs"); do fresh "$RUN/w$i"; done
+  for i in $(seq 1 "$runs"); do (FOURLOOPS_MACHINE=h200_pair python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w$i" \
+    -- "${targets[@]}" > "$RUN/pair-$i.log" 2>&1; echo "exit $?" >> "$RUN/pair-$i.log") & done; wait
+  for i in $(seq 1 "$runs"); do tail -2 "$RUN/pair-$i.log"; listing "$RUN/w$i" "$RUN/listing-$i.txt"; done
+  if [ "$runs" = 2 ]; then
+    python3 -m fourloops.cli compare "$RUN/w1" "$RUN/w2" --markdown "$RUN/compare-pair.md" > "$RUN/compare-pair.txt" 2>&1
+    echo "compare exit $?" >> "$RUN/compare-pair.txt"; tail -5 "$RUN/compare-pair.txt"
+  fi
+  # the first run's images, tensors and records themselves, in parts under the 16 MiB a returned file may hold
+  local kept; read -r -a kept <<< "${GPU_RUN_ARTIFACTS:-results/generate/A results/generate/D results/lora
+    results/keypoints/A results/keypoints/D results/provenance/generate/A.json results/provenance/generate/D.json
+    results/provenance/lora_embeddings results/provenance/lora_train results/provenance/keypoints/A.json
+    results/provenance/keypoints/D.json}"
+  (cd "$RUN/w1" && tar -cf - $(ls -d "${kept[@]}" 2>/dev/null) | split -b 15M -d - "$RUN/artifacts.tar.part")
+  ls -la "$RUN"/artifacts.tar.part*
   mark "pair done"; repro_collect sofar
-  # what the settings cost: each GPU rule's job alone, forced in w1, with the settings off, then on, then off again
-  local cost=(results/generate/A/views.json results/lora/embeddings.safetensors results/lora/camera.safetensors
-              results/keypoints/A/az045.json results/grades/watercolor.csv)
-  for m in off on; do
-    mark "cost: GPU jobs with FOURLOOPS_DETERMINISM=$m"
-    FOURLOOPS_DETERMINISM=$m python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w1" \
-      --forcerun generate lora_embeddings lora_train keypoints_generated grades -- "${cost[@]}" > "$RUN/cost-$m.log" 2>&1
-    echo "exit $?" >> "$RUN/cost-$m.log"; mkdir -p "$RUN/cost-$m"; cp -r "$RUN/w1/results/provenance" "$RUN/cost-$m/"
-  done
-  listing "$RUN/w1" "$RUN/listing-1-after-cost.txt"
+  [ "${GPU_RUN_LORA_ATTENTION:-0}" = 1 ] && lora_attention
+  if [ "${GPU_RUN_COST:-1}" = 1 ]; then
+    # what the settings cost: each GPU rule's job alone, forced in w1, with the settings off, then on
+    local cost=(results/generate/A/views.json results/lora/embeddings.safetensors results/lora/camera.safetensors
+                results/keypoints/A/az045.json results/grades/watercolor.csv)
+    for m in off on; do
+      mark "cost: GPU jobs with FOURLOOPS_DETERMINISM=$m"
+      FOURLOOPS_DETERMINISM=$m python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w1" \
+        --forcerun generate lora_embeddings lora_train keypoints_generated grades -- "${cost[@]}" > "$RUN/cost-$m.log" 2>&1
+      echo "exit $?" >> "$RUN/cost-$m.log"; mkdir -p "$RUN/cost-$m"; cp -r "$RUN/w1/results/provenance" "$RUN/cost-$m/"
+    done
+    listing "$RUN/w1" "$RUN/listing-1-after-cost.txt"
+  fi
   mark "done"; repro_collect; touch "$RUN/done"
+}
+
+lora_attention() {  # the LoRA step at 8 samples a forward, its prompts padded (GPU_RUN_PROMPT_LENGTHS), in one process
+  # with the settings on: torch's own attention with deterministic algorithms on and off, then each variant
+  # GPU_RUN_LORA_VARIANTS names (default flash-prefix), each step's gradients hashed
+  local lengths variants; read -r -a lengths <<< "${GPU_RUN_PROMPT_LENGTHS:-22 23 24 25}"
+  read -r -a variants <<< "${GPU_RUN_LORA_VARIANTS:-flash-prefix}"
+  mkdir -p "$RUN/determinism"; mark "determinism cost: the LoRA step at 8 a forward, attention ${variants[*]}"
+  FOURLOOPS_DETERMINISM=on timeout 300 python3 bench/determinism_cost.py --model sizing/models/sizing/omnigen2 --micros 8 \
+    --attention "${variants[@]}" --prompt-lengths "${lengths[@]}" --out "$RUN/determinism/attention.json" \
+    > "$RUN/determinism/attention.log" 2>&1; grep "^mode" "$RUN/determinism/attention.log"
+  python3 bench/determinism_cost.py --table "$RUN/determinism/attention.json" | tee "$RUN/determinism/attention-table.md"
 }
 
 twice() {  # the same job twice with the settings on, then once off (see the modes above)
