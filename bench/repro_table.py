@@ -49,7 +49,8 @@ def pair(record: Path) -> dict:
     # the cost pass re-ran five jobs in w1 afterwards, without the pair's FOURLOOPS_MACHINE: their records there are
     # that pass's, whose `machine` block names another profile; the rest of each record is compared
     rows = [compare.compare_artifact(p.removeprefix("results/"), a, b, tol, ignore=("machine",)) for p in differ]
-    third = _listing(record / "listing-1-after-cost.txt")
+    after = record / "listing-1-after-cost.txt"  # absent where the run skipped the cost pass (GPU_RUN_COST=0)
+    third = _listing(after) if after.is_file() else {}
     made = [p for p in third if p in one and (p.startswith(("results/generate/A/az", "results/keypoints/A/"))
                                               or p in RERUN_FILES)]
     rerun = sorted(p for p in made if third[p] == one[p])
@@ -120,11 +121,13 @@ def report(record: Path) -> str:
               + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())), "",
               "| artifact | verdict | what differs |", "|---|---|---|"]
     lines += [f"| `{row.artifact}` | {row.verdict} | {row.figures} |" for row in p["rows"]]
-    lines += ["", f"Five of the GPU jobs once more (the cost pass's with the settings on, alone on the card, in w1): "
-              f"{len(p['third_equal'])} of their views, keypoints, tensors and the loss curve the same bytes as the pair's, "
-              f"{len(p['third_changed'])} changed (listing-1-after-cost.txt)."]
-    lines += ["", "## The trace: the first module whose output differed between two processes", "",
-              "| settings | view image equal | generate | LoRA forward | LoRA gradients |", "|---|---|---|---|---|"]
+    if p["third_equal"] or p["third_changed"]:
+        lines += ["", f"Five of the GPU jobs once more (the cost pass's with the settings on, alone on the card, in w1): "
+                  f"{len(p['third_equal'])} of their views, keypoints, tensors and the loss curve the same bytes as the "
+                  f"pair's, {len(p['third_changed'])} changed (listing-1-after-cost.txt)."]
+    if t:
+        lines += ["", "## The trace: the first module whose output differed between two processes", "",
+                  "| settings | view image equal | generate | LoRA forward | LoRA gradients |", "|---|---|---|---|---|"]
     for mode, r in t.items():
         def first_of(part):
             fd = r[part]["first_difference"]
@@ -135,8 +138,9 @@ def report(record: Path) -> str:
         steps = r["seconds"]["lora_steps"]
         lines.append(f"- {mode}: view seconds {', '.join(f'{x:.2f}' for x in r['seconds']['view'])}; LoRA step "
                      f"seconds {'; '.join(', '.join(f'{x:.2f}' for x in s) for s in steps)}")
-    lines += ["", "## What the settings cost: each GPU rule's job alone, off then on (one run each)", "",
-              "| job | off s | on s | on/off | its own parts off s | on s | on/off |", "|---|---|---|---|---|---|---|"]
+    if c:
+        lines += ["", "## What the settings cost: each GPU rule's job alone, off then on (one run each)", "",
+                  "| job | off s | on s | on/off | its own parts off s | on s | on/off |", "|---|---|---|---|---|---|---|"]
     for r in c:
         parts = (f"{r['off_parts']:.2f} | {r['on_parts']:.2f} | {r['on_parts'] / r['off_parts']:.3f}"
                  if r["off_parts"] and r["on_parts"] else "- | - | -")
