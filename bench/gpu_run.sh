@@ -10,7 +10,8 @@
 #   repro    the reproducibility pair: the trace of the generate path and a LoRA step (bench/repro_trace.py;
 #            GPU_RUN_TRACE=0 skips), the sizing DAG twice in two fresh working directories side by side, compared
 #            (fourloops compare); each GPU rule's job alone with the determinism settings off, then on
-#            (GPU_RUN_COST=0 skips); the LoRA step's attention variants on padded prompts (GPU_RUN_LORA_ATTENTION=1).
+#            (GPU_RUN_COST=0 skips); the LoRA step's attention variants on padded prompts (GPU_RUN_LORA_ATTENTION=1);
+#            views with the jobs' settings and kernels against all off, one process (GPU_RUN_VIEWS_COST=1).
 #            GPU_RUN_RUNS=1 makes one run instead of two, of GPU_RUN_TARGETS (default: the DAG's targets) after
 #            the builds GPU_RUN_BUILDS names: the half of a comparison across machine kinds. The first run's
 #            artifacts under GPU_RUN_ARTIFACTS come back in parts, for `fourloops compare --across-machines`
@@ -290,6 +291,7 @@ repro() {  # the reproducibility pair and what determinism costs, in one detache
   (cd "$RUN/w1" && tar -cf - $(ls -d "${kept[@]}" 2>/dev/null) | split -b 15M -d - "$RUN/artifacts.tar.part")
   ls -la "$RUN"/artifacts.tar.part*
   mark "pair done"; repro_collect sofar
+  [ "${GPU_RUN_VIEWS_COST:-0}" = 1 ] && views_cost
   [ "${GPU_RUN_LORA_ATTENTION:-0}" = 1 ] && lora_attention
   if [ "${GPU_RUN_COST:-1}" = 1 ]; then
     # what the settings cost: each GPU rule's job alone, forced in w1, with the settings off, then on
@@ -304,6 +306,15 @@ repro() {  # the reproducibility pair and what determinism costs, in one detache
     listing "$RUN/w1" "$RUN/listing-1-after-cost.txt"
   fi
   mark "done"; repro_collect; touch "$RUN/done"
+}
+
+views_cost() {  # views of 14 steps at one and 8 a call, the jobs' settings and kernels (default), then all off (none,
+  # after: any warm-up favours it), in one process: what the settings cost the generate path
+  mkdir -p "$RUN/determinism"; mark "determinism cost: views, the jobs' settings and kernels, then all off"
+  timeout 240 python3 bench/determinism_cost.py --generate --generate-attention default none --generate-steps 14 \
+    --views 1 --model sizing/models/sizing/omnigen2 --out "$RUN/determinism/views.json" > "$RUN/determinism/views.log" 2>&1
+  grep "^{" "$RUN/determinism/views.log" | cut -c1-200
+  python3 bench/determinism_cost.py --table "$RUN/determinism/views.json" | tee "$RUN/determinism/views-table.md"
 }
 
 lora_attention() {  # the LoRA step at 8 samples a forward, its prompts padded (GPU_RUN_PROMPT_LENGTHS), in one process

@@ -45,6 +45,7 @@ def test_every_gpu_stage_applies_the_settings_in_its_own_job_process(smoke_run, 
         # read from the process: torch's own switches, cuBLAS's variable, the job's seed
         assert state["deterministic_algorithms"] and not state["deterministic_warn_only"], rule
         assert state["cudnn_deterministic"] and not state["cudnn_benchmark"], rule
+        assert state["fill_uninitialized_memory"] is False, rule  # torch's NaN fill of every empty tensor: off
         assert state[determinism.CUBLAS_VAR] == determinism.CUBLAS_VALUE, rule
         assert state["versions"]["torch"] and "cudnn" in state["versions"], rule
         seed = records[rule].get("seed")

@@ -10,6 +10,10 @@ Every stage whose jobs compute with torch calls `apply(seed)` first, in its job'
   * `CUBLAS_WORKSPACE_CONFIG`, which cuBLAS reads when CUDA starts (refused once CUDA has started without it);
   * cuDNN's benchmark off and its deterministic mode on; fp32 matrix products and convolutions at full IEEE
     precision (no TF32), whatever the card's default;
+  * torch's fill of uninitialized memory off (`torch.utils.deterministic.fill_uninitialized_memory`): under the
+    strict check torch writes NaN into every tensor it allocates uninitialized, a kernel launch each, which keeps
+    the bits only of a program that reads memory it never wrote. torch's documentation says to turn it off where
+    the program reads none; the GPU pair (bench/gpu_run.sh repro) is the check that ours reads none;
   * Triton kernels that pick their launch configuration by timing (`pin_autotuned`) given one configuration chosen
     from the problem's shape, so two processes launch the same kernel.
 
@@ -102,6 +106,8 @@ def apply(seed: int | None) -> dict:
         torch.use_deterministic_algorithms(True, warn_only=False)
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
+        if hasattr(torch.utils, "deterministic"):
+            torch.utils.deterministic.fill_uninitialized_memory = False
         _full_fp32(torch)
     torch.manual_seed(value)  # every device's default generator
     _applied = {"mode": chosen, "seed": value}
@@ -288,6 +294,8 @@ def state() -> dict:
         "deterministic_warn_only": bool(torch.is_deterministic_algorithms_warn_only_enabled()),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        "fill_uninitialized_memory": (bool(torch.utils.deterministic.fill_uninitialized_memory)
+                                      if hasattr(torch.utils, "deterministic") else None),
         **_fp32(torch),
         "versions": _cuda_versions(torch),
     }
