@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -57,6 +58,16 @@ def pair(record: Path) -> dict:
     changed = sorted(p for p in made if third[p] != one[p])
     return {"files": len(set(one) | set(two)), "bytes_equal": len(same), "bytes_differ": differ, "missing": missing,
             "rows": rows, "third_equal": rerun, "third_changed": changed}
+
+
+def _targets(record: Path) -> str:
+    """What the pair ran, from its timeline: the sizing DAG, or the targets GPU_RUN_TARGETS named."""
+    for line in (record / "timeline.txt").read_text().splitlines():
+        words = line.split()
+        if len(words) > 2 and words[1] == "pair:" and words[2].startswith("results/"):
+            named = words[2:words.index("in")] if "in" in words else words[2:]
+            return "the jobs behind " + ", ".join(f"`{t}`" for t in named)
+    return "the sizing DAG"
 
 
 def trace(record: Path) -> dict:
@@ -102,6 +113,40 @@ def batches(record: Path) -> list[dict]:
     return rows
 
 
+def _settings_cost(record: Path) -> list[str]:
+    """The run's op-level costs, where it timed them (GPU_RUN_VIEWS_COST, GPU_RUN_LORA_ATTENTION): the tables
+    `bench/determinism_cost.py --table` prints from determinism/views.json and determinism/attention.json."""
+    import determinism_cost
+
+    out = []
+    views, lora = record / "determinism" / "views.json", record / "determinism" / "attention.json"
+    if views.is_file():
+        out += ["", "## What the settings cost a view: the jobs' settings and kernels (default), then all off (none), "
+                "one process", "", determinism_cost.table([str(views)])]
+    if views.is_file():
+        rows = json.loads(views.read_text())["generate"]
+        images = {v: [(r["batch"], r["call"], tuple(r["sha256"])) for r in rows if r["attention"] == v]
+                  for v in ("default", "none")}
+        out += ["", f"- the same images with the settings on as off, call by call: {images['default'] == images['none']}"]
+        for batch in sorted({r["batch"] for r in rows}):
+            timed = {v: statistics.median(r["seconds_a_view"] for r in rows
+                                          if r["attention"] == v and r["batch"] == batch and r["call"] > 0)
+                     for v in ("default", "none")}
+            out.append(f"- {batch} a call: the settings cost a view {timed['default'] / timed['none'] - 1:+.1%}")
+    if lora.is_file():
+        rows = json.loads(lora.read_text())["rows"]
+        off = [r for r in rows if not r["deterministic_algorithms"]]
+        out += ["", "## What the settings cost a LoRA step (8 samples a forward, prompts padded), one process", "",
+                "The first row is the process's settings with torch's deterministic algorithms off (the baseline: "
+                "\"against all off\" needs a process with the settings off).", "", determinism_cost.table([str(lora)]),
+                ""]
+        out += [f"- {r.get('attention', 'default')}, deterministic algorithms on: "
+                f"{r['median_step_seconds'] / off[0]['median_step_seconds'] - 1:+.1%} against the baseline, "
+                f"{len(r['grad_sha256'])} gradient digest(s) over its steps"
+                for r in rows if r["deterministic_algorithms"] and off]
+    return out
+
+
 def report(record: Path) -> str:
     p, t, c, b = pair(record), trace(record), costs(record), batches(record)
     first = json.loads((record / "w1" / "results" / "provenance" / "generate" / "A.json").read_text())
@@ -111,7 +156,7 @@ def report(record: Path) -> str:
              f"beside it. Machine: {d['versions']['gpu']} (compute capability {d['versions']['capability']}), "
              f"driver {first['gpu']['driver']}, torch {d['versions']['torch']}, CUDA {d['versions']['cuda']}, cuDNN "
              f"{d['versions']['cudnn']}; code {first['code']['commit'][:12]}, dirty {first['code']['dirty']}.", "",
-             "## The pair: the sizing DAG twice, two fresh working directories, two snakemake runs", "",
+             f"## The pair: {_targets(record)} twice, two fresh working directories, two snakemake runs", "",
              f"- outputs: {p['files']}; the same bytes: {p['bytes_equal']}; different bytes: {len(p['bytes_differ'])}; "
              f"in one run only: {len(p['missing'])}", ""]
     verdicts: dict[str, int] = {}
@@ -145,6 +190,7 @@ def report(record: Path) -> str:
         parts = (f"{r['off_parts']:.2f} | {r['on_parts']:.2f} | {r['on_parts'] / r['off_parts']:.3f}"
                  if r["off_parts"] and r["on_parts"] else "- | - | -")
         lines.append(f"| {r['job']} | {r['off']:.1f} | {r['on']:.1f} | {r['on'] / r['off']:.3f} | {parts} |")
+    lines += _settings_cost(record)
     lines += ["", "## The batch term: each batched generator job's VRAM ask against the driver's peak", "",
               "| job | batch | asked GiB | NVML GiB | torch GiB | asked/NVML |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['job']} | {r['batch']} | {r['asked']:.3f} | {r['nvml']:.3f} | {r['torch']:.3f} | "
