@@ -140,7 +140,7 @@ def run(args) -> dict:
 
 
 ATTENTION = {"variant": "default"}  # how torch.nn.functional.scaled_dot_product_attention runs while a row is timed
-VARIANTS = ("default", "fused", "math", "flash-unmasked", "flash-prefix", "none")
+VARIANTS = ("default", "fused", "math", "flash-unmasked", "flash-prefix", "torch", "none")
 
 
 def _digest(tensors) -> str:
@@ -156,16 +156,19 @@ def attention(torch) -> None:
     """Route every scaled_dot_product_attention call (OmniGen2's processor looks it up at call time) through
     ATTENTION["variant"]:
       default         as the jobs run it: with the settings on, fourloops.determinism.attention_kernels (which
-                      loading OmniGen2 installs) takes `fused` and `flash-unmasked` below; with them off, torch's
-                      own choice (strict settings alone rule cuDNN's fused kernels out, leaving the memory-efficient
-                      ones, whose deterministic backward is slow);
+                      loading OmniGen2 installs) takes `fused`, `flash-unmasked` and `flash-prefix` below; with them
+                      off, torch's own choice;
+      torch           torch's own choice for every call, the jobs' kernels bypassed: under strict settings cuDNN's
+                      fused kernels are ruled out, leaving a masked call the memory-efficient kernels, whose
+                      deterministic backward is slow;
       fused           a call with no gradient to take runs with torch's check off, so that it keeps cuDNN's fused
                       forward; a call that builds a graph is unchanged;
       math            torch's math backend (matrix products and a softmax: deterministic with cuBLAS's workspace);
       flash-unmasked  a boolean mask that admits every key is dropped (the same attention), which lets torch pick
                       flash attention, whose backward runs its deterministic mode under strict settings;
       flash-prefix    a boolean key mask that admits a prefix of each sample's keys (OmniGen2's padded prompts:
-                      `prefix_split`) runs as one unmasked call a sample over its admitted keys (the same attention),
+                      `fourloops.determinism.prefix_split`) runs as one unmasked call a sample over its admitted
+                      keys (the same attention),
                       so that a padded micro-batch may take flash attention too;
       none            (the generate path only) the whole call with torch's deterministic algorithms and cuDNN's
                       deterministic mode off: what the kernel settings cost a view, and its peak, in one process.
@@ -173,7 +176,7 @@ def attention(torch) -> None:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from fourloops.determinism import checks_off, takes_gradient, without_full_mask
+    from fourloops.determinism import checks_off, prefix_split, takes_gradient, without_full_mask
 
     original = F.scaled_dot_product_attention
     if getattr(original, "_fourloops_bench", False):
@@ -181,6 +184,8 @@ def attention(torch) -> None:
 
     def sdpa(*args, **kwargs):
         variant = ATTENTION["variant"]
+        if variant == "torch":
+            return getattr(original, "__wrapped__", original)(*args, **kwargs)
         if variant == "fused":
             if takes_gradient(torch, args, kwargs):
                 return original(*args, **kwargs)
@@ -200,27 +205,6 @@ def attention(torch) -> None:
 
     sdpa._fourloops_bench = True
     F.scaled_dot_product_attention = sdpa
-
-
-def prefix_split(torch, sdpa, args: tuple, kwargs: dict):
-    """`sdpa(q, k, v, attn_mask=m, ...)` for a boolean key mask m of shape (B, 1, 1, K) whose row b admits the first
-    n_b keys alone, as B unmasked calls, sample b over its first n_b keys: the same attention (a query attends to the
-    keys the mask admits, each masked key adds nothing). None where the mask is of another form."""
-    q, k, v = args[:3]
-    mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
-    if mask is None or mask.dtype != torch.bool or mask.dim() != 4 or mask.shape[1:3] != (1, 1) \
-            or mask.shape[0] != q.shape[0]:
-        return None
-    keys = mask.reshape(mask.shape[0], -1)
-    n = keys.sum(dim=1)
-    if bool((n == keys.shape[1]).all()):  # every key: one unmasked call (flash-unmasked)
-        return None
-    if not bool((keys == (torch.arange(keys.shape[1], device=keys.device)[None, :] < n[:, None])).all()):
-        return None
-    rest = {key: val for key, val in kwargs.items() if key != "attn_mask"}
-    tail = args[4:]
-    return torch.cat([sdpa(q[b:b + 1], k[b:b + 1, :, :m], v[b:b + 1, :, :m], None, *tail, **rest)
-                      for b, m in enumerate(n.tolist())])
 
 
 def run_generate(args) -> dict:
@@ -361,7 +345,7 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=12, help="kernels listed per setting")
     ap.add_argument("--seed", type=int, default=20260830)
     ap.add_argument("--device", default="cuda", help="cuda; cpu checks the bench itself on a tiny model")
-    ap.add_argument("--attention", nargs="*", default=["flash-prefix"], choices=VARIANTS,
+    ap.add_argument("--attention", nargs="*", default=["torch"], choices=VARIANTS,
                     help="attention variants timed in the LoRA step besides torch's own choice, under the settings "
                          "the process started with")
     ap.add_argument("--prompt-lengths", type=int, nargs="+", default=[24],

@@ -319,9 +319,9 @@ views_cost() {  # views of 14 steps at one and 8 a call, the jobs' settings and 
 
 lora_attention() {  # the LoRA step at 8 samples a forward, its prompts padded (GPU_RUN_PROMPT_LENGTHS), in one process
   # with the settings on: torch's own attention with deterministic algorithms on and off, then each variant
-  # GPU_RUN_LORA_VARIANTS names (default flash-prefix), each step's gradients hashed
+  # GPU_RUN_LORA_VARIANTS names (default torch: its own kernels, the jobs' bypassed), each step's gradients hashed
   local lengths variants; read -r -a lengths <<< "${GPU_RUN_PROMPT_LENGTHS:-22 23 24 25}"
-  read -r -a variants <<< "${GPU_RUN_LORA_VARIANTS:-flash-prefix}"
+  read -r -a variants <<< "${GPU_RUN_LORA_VARIANTS:-torch}"
   mkdir -p "$RUN/determinism"; mark "determinism cost: the LoRA step at 8 a forward, attention ${variants[*]}"
   FOURLOOPS_DETERMINISM=on timeout 300 python3 bench/determinism_cost.py --model sizing/models/sizing/omnigen2 --micros 8 \
     --attention "${variants[@]}" --prompt-lengths "${lengths[@]}" --out "$RUN/determinism/attention.json" \

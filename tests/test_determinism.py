@@ -105,8 +105,9 @@ def test_the_batching_account_regenerates_from_its_records():
 
 def test_omnigen2_attention_takes_the_cheaper_kernels_only_where_the_bits_stay(monkeypatch):
     """Loading OmniGen2 routes scaled_dot_product_attention (fourloops.loading._pin_omnigen2_kernels): a call with no
-    gradient runs with torch's check off; a call taking a gradient loses a boolean mask that admits every key and
-    keeps any other mask; both are named in the job's record. With the settings off, torch's own choice stays."""
+    gradient runs with torch's check off; a call taking a gradient loses a boolean mask that admits every key, runs a
+    mask admitting a prefix of each sample's keys as one unmasked call a sample over those keys, and keeps any other
+    mask; each is named in the job's record. With the settings off, torch's own choice stays."""
     import torch
     import torch.nn.functional as F
 
@@ -116,7 +117,10 @@ def test_omnigen2_attention_takes_the_cheaper_kernels_only_where_the_bits_stay(m
 
     def spy(q, k, v, attn_mask=None, *rest, **kwargs):
         seen.append((torch.are_deterministic_algorithms_enabled(), attn_mask))
+        keys.append(k.shape[2])
         return torch.zeros_like(q)
+
+    keys = []
 
     monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
     monkeypatch.setattr(determinism, "_exempt", [])
@@ -129,7 +133,7 @@ def test_omnigen2_attention_takes_the_cheaper_kernels_only_where_the_bits_stay(m
     loading._pin_omnigen2_kernels()  # once is enough: the second changes nothing
     assert F.scaled_dot_product_attention is not spy and F.scaled_dot_product_attention.__wrapped__ is spy
     recorded = determinism.state()["exempt_calls"]
-    assert len(recorded) == 2 and all(e.startswith("omnigen2 scaled_dot_product_attention, ") for e in recorded)
+    assert len(recorded) == 3 and all(e.startswith("omnigen2 scaled_dot_product_attention, ") for e in recorded)
     q = torch.zeros(1, 2, 4, 8)
     every, some = torch.ones(1, 1, 1, 4, dtype=torch.bool), torch.tensor([[[[True, True, True, False]]]])
     strict = torch.are_deterministic_algorithms_enabled()
@@ -143,8 +147,11 @@ def test_omnigen2_attention_takes_the_cheaper_kernels_only_where_the_bits_stay(m
         assert seen[-1] == (True, None)
         F.scaled_dot_product_attention(g, q, q, every)
         assert seen[-1] == (True, None)
-        F.scaled_dot_product_attention(g, q, q, some)
-        assert seen[-1][0] and seen[-1][1] is some
+        F.scaled_dot_product_attention(g, q, q, some)  # a padded prompt: its first 3 keys, unmasked
+        assert seen[-1] == (True, None) and keys[-1] == 3
+        holes = torch.tensor([[[[True, False, True, True]]]])
+        F.scaled_dot_product_attention(g, q, q, holes)  # not a prefix: torch's masked call
+        assert seen[-1][0] and seen[-1][1] is holes and keys[-1] == 4
         additive = torch.zeros(1, 1, 1, 4)
         F.scaled_dot_product_attention(g, q, q, attn_mask=additive)
         assert seen[-1][1] is additive
@@ -176,24 +183,28 @@ def test_the_attention_variants_account_regenerates_and_backs_the_kernels_the_jo
         assert flash and all(len(r["grad_sha256"]) == 1 and r["deterministic_algorithms"] for r in flash), record
 
 
-def test_the_benchs_prefix_split_is_the_masked_attention():
-    """bench/determinism_cost.py's flash-prefix variant: a padded micro-batch's key mask as one unmasked call a
-    sample over its admitted keys gives the masked call's attention; a mask of another form is left to torch."""
+def test_the_prefix_split_is_the_masked_attention():
+    """fourloops.determinism.prefix_split (the jobs' attention on a padded micro-batch): its key mask as one unmasked
+    call a sample over its admitted keys gives the masked call's attention, values and gradients; a mask of another
+    form is left to torch."""
     import torch
     import torch.nn.functional as F
 
-    sys.path.insert(0, str(REPO / "bench"))
-    import determinism_cost
-
+    sdpa = F.scaled_dot_product_attention
     g = torch.Generator().manual_seed(3)
-    q, k, v = (torch.randn(3, 2, 7, 8, generator=g) for _ in range(3))
-    keys = torch.arange(7)[None, :] < torch.tensor([5, 3, 7])[:, None]
-    mask = keys.view(3, 1, 1, 7)
-    split = determinism_cost.prefix_split(torch, F.scaled_dot_product_attention, (q, k, v), {"attn_mask": mask,
-                                                                                             "scale": 0.3})
-    assert torch.allclose(split, F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3), atol=1e-6)
+    q, k, v = (torch.randn(3, 2, 7, 8, generator=g).requires_grad_() for _ in range(3))
+    mask = (torch.arange(7)[None, :] < torch.tensor([5, 3, 7])[:, None]).view(3, 1, 1, 7)
+    split = determinism.prefix_split(torch, sdpa, (q, k, v), {"attn_mask": mask, "scale": 0.3})
+    masked = sdpa(q, k, v, attn_mask=mask, scale=0.3)
+    assert torch.allclose(split, masked, atol=1e-6)
+    weights = torch.randn(masked.shape, generator=g)
+    grads = [torch.autograd.grad((out * weights).sum(), (q, k, v)) for out in (split, masked)]
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(*grads))
     holes = mask.clone()
     holes[0, 0, 0, 1] = False
-    assert determinism_cost.prefix_split(torch, F.scaled_dot_product_attention, (q, k, v, holes), {}) is None
+    assert determinism.prefix_split(torch, sdpa, (q, k, v, holes), {}) is None
     every = torch.ones(3, 1, 1, 7, dtype=torch.bool)
-    assert determinism_cost.prefix_split(torch, F.scaled_dot_product_attention, (q, k, v), {"attn_mask": every}) is None
+    assert determinism.prefix_split(torch, sdpa, (q, k, v), {"attn_mask": every}) is None
+    none = every.clone()
+    none[1] = False  # a sample admitting no key: left to torch
+    assert determinism.prefix_split(torch, sdpa, (q, k, v), {"attn_mask": none}) is None

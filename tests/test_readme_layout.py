@@ -207,6 +207,7 @@ COSTS = {
     "bench/results/gpu-run-h100-2026-12-06-run46/table.md": _forecasts,
     "bench/results/walls-fit-h200-2026-12-01.md": _walls,
     "bench/results/repro-h100-2026-12-07/summary.md": _pair,
+    "bench/results/repro-h100-2026-12-07b/summary.md": _pair,
     "bench/results/batching-h100-2026-12-07/summary.md": _batching,
 }
 

@@ -199,12 +199,16 @@ ATTENTION_WHY = {
     "mask of every key": "a call that takes a gradient through a boolean mask admitting every key drops the mask (the "
                          "same attention), so that torch may pick flash attention, whose backward has a deterministic "
                          "mode under strict settings, instead of the memory-efficient kernels' slower one",
+    "padded keys": "a call that takes a gradient through a boolean mask admitting a prefix of each sample's keys (a "
+                   "micro-batch of padded prompts) runs as one unmasked call a sample over its admitted keys (the "
+                   "same attention), so that each takes flash attention's deterministic backward instead of the "
+                   "memory-efficient kernels' slower one",
 }
 
 
 def attention_kernels(label: str) -> list[str]:
     """Route torch.nn.functional.scaled_dot_product_attention, which OmniGen2's processors, diffusers and
-    transformers look up at call time, through the two cheaper kernel choices in ATTENTION_WHY, and record them
+    transformers look up at call time, through the cheaper kernel choices in ATTENTION_WHY, and record them
     under `exempt_calls` ("label: why"). Without them, strict settings rule cuDNN's fused attention out of every
     call and leave a masked call the memory-efficient kernels. Only when the mode is on (off keeps torch's own
     choice, as a bench's baseline); a second call changes nothing. Returns the entries recorded."""
@@ -228,7 +232,8 @@ def attention_kernels(label: str) -> list[str]:
             with checks_off(torch):
                 return original(*args, **kwargs)
         args, kwargs = without_full_mask(torch, args, kwargs)
-        return original(*args, **kwargs)
+        split = prefix_split(torch, original, args, kwargs)
+        return original(*args, **kwargs) if split is None else split
 
     sdpa._fourloops_attention = True
     F.scaled_dot_product_attention = sdpa
@@ -251,6 +256,28 @@ def without_full_mask(torch, args: tuple, kwargs: dict):
     elif len(args) > 3 and _admits_every_key(torch, args[3]):
         args = (*args[:3], None, *args[4:])
     return args, kwargs
+
+
+def prefix_split(torch, sdpa, args: tuple, kwargs: dict):
+    """`sdpa(q, k, v, attn_mask=m, ...)` for a boolean key mask m of shape (B, 1, 1, K) whose row b admits the first
+    n_b keys alone, and not all of them in every row, as B unmasked calls, sample b over its first n_b keys: the same
+    attention (a query attends to the keys the mask admits; a masked key adds nothing). None where the mask is of
+    another form, or admits every key."""
+    q, k, v = args[:3]
+    mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+    if mask is None or mask.dtype != torch.bool or mask.dim() != 4 or mask.shape[1:3] != (1, 1) \
+            or mask.shape[0] != q.shape[0] or k.shape[0] != q.shape[0]:
+        return None
+    keys = mask.reshape(mask.shape[0], -1)
+    n = keys.sum(dim=1)
+    if bool((n == keys.shape[1]).all()) or not bool((n > 0).all()):
+        return None
+    if not bool((keys == (torch.arange(keys.shape[1], device=keys.device)[None, :] < n[:, None])).all()):
+        return None
+    rest = {key: val for key, val in kwargs.items() if key != "attn_mask"}
+    tail = args[4:]
+    return torch.cat([sdpa(q[b:b + 1], k[b:b + 1, :, :m], v[b:b + 1, :, :m], None, *tail, **rest)
+                      for b, m in enumerate(n.tolist())])
 
 
 def _admits_every_key(torch, mask) -> bool:
