@@ -318,7 +318,7 @@ views_cost() {  # views of 14 steps at one and 8 a call, the jobs' settings and 
 }
 
 lora_attention() {  # the LoRA step at 8 samples a forward, its prompts padded (GPU_RUN_PROMPT_LENGTHS), in one process
-  # with the settings on: torch's own attention with deterministic algorithms on and off, then each variant
+  # with the settings on: the jobs' attention with deterministic algorithms on and off, then each variant
   # GPU_RUN_LORA_VARIANTS names (default torch: its own kernels, the jobs' bypassed), each step's gradients hashed
   local lengths variants; read -r -a lengths <<< "${GPU_RUN_PROMPT_LENGTHS:-22 23 24 25}"
   read -r -a variants <<< "${GPU_RUN_LORA_VARIANTS:-torch}"

@@ -208,3 +208,4 @@ def test_the_prefix_split_is_the_masked_attention():
     none = every.clone()
     none[1] = False  # a sample admitting no key: left to torch
     assert determinism.prefix_split(torch, sdpa, (q, k, v), {"attn_mask": none}) is None
+    assert determinism.prefix_split(torch, sdpa, (), {"query": q, "key": k, "value": v, "attn_mask": mask}) is None

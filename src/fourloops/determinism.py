@@ -262,7 +262,9 @@ def prefix_split(torch, sdpa, args: tuple, kwargs: dict):
     """`sdpa(q, k, v, attn_mask=m, ...)` for a boolean key mask m of shape (B, 1, 1, K) whose row b admits the first
     n_b keys alone, and not all of them in every row, as B unmasked calls, sample b over its first n_b keys: the same
     attention (a query attends to the keys the mask admits; a masked key adds nothing). None where the mask is of
-    another form, or admits every key."""
+    another form, or admits every key, or where q, k and v are not given positionally."""
+    if len(args) < 3:
+        return None
     q, k, v = args[:3]
     mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
     if mask is None or mask.dtype != torch.bool or mask.dim() != 4 or mask.shape[1:3] != (1, 1) \
