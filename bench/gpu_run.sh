@@ -10,7 +10,7 @@
 #   repro    the reproducibility pair: the trace of the generate path and a LoRA step (bench/repro_trace.py;
 #            GPU_RUN_TRACE=0 skips), the sizing DAG twice in two fresh working directories side by side, compared
 #            (fourloops compare); each GPU rule's job alone with the determinism settings off, then on
-#            (GPU_RUN_COST=0 skips); the LoRA step's attention variants on padded prompts (GPU_RUN_LORA_ATTENTION=1);
+#            (GPU_RUN_COST=0 skips; GPU_RUN_COST_ROUNDS=N repeats the pair of runs N times, interleaved); the LoRA step's attention variants on padded prompts (GPU_RUN_LORA_ATTENTION=1);
 #            views with the jobs' settings and kernels against all off, one process (GPU_RUN_VIEWS_COST=1).
 #            GPU_RUN_RUNS=1 makes one run instead of two, of GPU_RUN_TARGETS (default: the DAG's targets) after
 #            the builds GPU_RUN_BUILDS names: the half of a comparison across machine kinds. The first run's
@@ -243,7 +243,7 @@ listing() {  # every output's sha256 under a working directory's results/ (the r
 repro_collect() {  # records, logs, listings, traces, tables: no images, models or tensors
   local name=${1:-repro}
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
-    --exclude='models' --exclude='.snakemake' -C "$RUN" $(cd "$RUN" && ls -d trace listing-* compare* pair-*.log cost-*.log cost-on twice-*.log batch-*.log lora-*.log timeline.txt w*/results w*/logs w*/benchmarks \
+    --exclude='models' --exclude='.snakemake' -C "$RUN" $(cd "$RUN" && ls -d trace listing-* compare* pair-*.log cost-on* cost-off* twice-*.log batch-*.log lora-*.log timeline.txt w*/results w*/logs w*/benchmarks \
     determinism probes probes.log builds.log embeddings.log 2>/dev/null) 2>/dev/null
   ls -la "$RUN/$name.tar.gz"
 }
@@ -294,14 +294,19 @@ repro() {  # the reproducibility pair and what determinism costs, in one detache
   [ "${GPU_RUN_VIEWS_COST:-0}" = 1 ] && views_cost
   [ "${GPU_RUN_LORA_ATTENTION:-0}" = 1 ] && lora_attention
   if [ "${GPU_RUN_COST:-1}" = 1 ]; then
-    # what the settings cost: each GPU rule's job alone, forced in w1, with the settings off, then on
+    # what the settings cost: each GPU rule's job alone, forced in w1, with the settings off, then on, for
+    # GPU_RUN_COST_ROUNDS rounds (default 1; interleaved, so that neither setting always runs on a warmer machine).
+    # Round 1's records in cost-off/ and cost-on/, round r's in cost-off-r/ and cost-on-r/
     local cost=(results/generate/A/views.json results/lora/embeddings.safetensors results/lora/camera.safetensors
-                results/keypoints/A/az045.json results/grades/watercolor.csv)
-    for m in off on; do
-      mark "cost: GPU jobs with FOURLOOPS_DETERMINISM=$m"
-      FOURLOOPS_DETERMINISM=$m python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w1" \
-        --forcerun generate lora_embeddings lora_train keypoints_generated grades -- "${cost[@]}" > "$RUN/cost-$m.log" 2>&1
-      echo "exit $?" >> "$RUN/cost-$m.log"; mkdir -p "$RUN/cost-$m"; cp -r "$RUN/w1/results/provenance" "$RUN/cost-$m/"
+                results/keypoints/A/az045.json results/grades/watercolor.csv) r dir
+    for r in $(seq 1 "${GPU_RUN_COST_ROUNDS:-1}"); do
+      for m in off on; do
+        dir=cost-$m; [ "$r" = 1 ] || dir=cost-$m-$r
+        mark "cost: GPU jobs with FOURLOOPS_DETERMINISM=$m (round $r)"
+        FOURLOOPS_DETERMINISM=$m python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w1" \
+          --forcerun generate lora_embeddings lora_train keypoints_generated grades -- "${cost[@]}" > "$RUN/$dir.log" 2>&1
+        echo "exit $?" >> "$RUN/$dir.log"; mkdir -p "$RUN/$dir"; cp -r "$RUN/w1/results/provenance" "$RUN/$dir/"
+      done
     done
     listing "$RUN/w1" "$RUN/listing-1-after-cost.txt"
   fi

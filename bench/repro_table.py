@@ -89,13 +89,24 @@ def _parts(rec: dict) -> float | None:
 
 
 def costs(record: Path) -> list[dict]:
+    """Each job of the cost pass: its wall seconds and its own parts' with the settings off and on, the median over
+    the pass's rounds (cost-off/ and cost-on/, then cost-off-2/ and cost-on-2/, ...)."""
+    rounds = [("cost-off", "cost-on")] + [(f"cost-off-{r}", f"cost-on-{r}") for r in range(2, 100)
+                                          if (record / f"cost-on-{r}").is_dir()]
     rows = []
     for on in sorted((record / "cost-on").rglob("*.json")):
         rel = on.relative_to(record / "cost-on")
-        off = record / "cost-off" / rel
-        a, b = json.loads(off.read_text()), json.loads(on.read_text())
-        rows.append({"job": str(rel.with_suffix("")), "modes": (a["determinism"]["mode"], b["determinism"]["mode"]),
-                     "off": a["wall_seconds"], "on": b["wall_seconds"], "off_parts": _parts(a), "on_parts": _parts(b)})
+        pairs = [(json.loads((record / a / rel).read_text()), json.loads((record / b / rel).read_text()))
+                 for a, b in rounds if (record / a / rel).is_file() and (record / b / rel).is_file()]
+
+        def median(values):
+            values = [v for v in values if v is not None]
+            return statistics.median(values) if values else None
+
+        rows.append({"job": str(rel.with_suffix("")), "rounds": len(pairs),
+                     "modes": (pairs[0][0]["determinism"]["mode"], pairs[0][1]["determinism"]["mode"]),
+                     "off": median(a["wall_seconds"] for a, _ in pairs), "on": median(b["wall_seconds"] for _, b in pairs),
+                     "off_parts": median(_parts(a) for a, _ in pairs), "on_parts": median(_parts(b) for _, b in pairs)})
     return rows
 
 
@@ -184,7 +195,9 @@ def report(record: Path) -> str:
         lines.append(f"- {mode}: view seconds {', '.join(f'{x:.2f}' for x in r['seconds']['view'])}; LoRA step "
                      f"seconds {'; '.join(', '.join(f'{x:.2f}' for x in s) for s in steps)}")
     if c:
-        lines += ["", "## What the settings cost: each GPU rule's job alone, off then on (one run each)", "",
+        n = max(r["rounds"] for r in c)
+        lines += ["", "## What the settings cost: each GPU rule's job alone, off then on " + (
+                  "(one run each)" if n == 1 else f"({n} rounds, interleaved; medians)"), "",
                   "| job | off s | on s | on/off | its own parts off s | on s | on/off |", "|---|---|---|---|---|---|---|"]
     for r in c:
         parts = (f"{r['off_parts']:.2f} | {r['on_parts']:.2f} | {r['on_parts'] / r['off_parts']:.3f}"

@@ -209,3 +209,24 @@ def test_the_prefix_split_is_the_masked_attention():
     none[1] = False  # a sample admitting no key: left to torch
     assert determinism.prefix_split(torch, sdpa, (q, k, v), {"attn_mask": none}) is None
     assert determinism.prefix_split(torch, sdpa, (), {"query": q, "key": k, "value": v, "attn_mask": mask}) is None
+
+
+def test_the_cost_pass_takes_the_median_over_its_interleaved_rounds(tmp_path):
+    """bench/repro_table.costs: each job's off and on seconds are the medians over the pass's rounds (cost-off/,
+    cost-on/, then cost-off-2/, cost-on-2/, ...), the whole job's and its own parts'."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import repro_table
+
+    def record(folder, mode, wall, views):
+        path = tmp_path / folder / "provenance" / "generate" / "A.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"determinism": {"mode": mode}, "wall_seconds": wall,
+                                    "timing": {"view_seconds": views}}))
+
+    for folder, mode, wall, views in [("cost-off", "off", 50.0, [4.0, 4.0]), ("cost-on", "on", 60.0, [5.0, 5.0]),
+                                      ("cost-off-2", "off", 40.0, [3.0, 3.0]), ("cost-on-2", "on", 42.0, [3.5, 3.5]),
+                                      ("cost-off-3", "off", 45.0, [3.5, 3.5]), ("cost-on-3", "on", 46.0, [4.0, 4.0])]:
+        record(folder, mode, wall, views)
+    (row,) = repro_table.costs(tmp_path)
+    assert row["job"] == "provenance/generate/A" and row["rounds"] == 3 and row["modes"] == ("off", "on")
+    assert (row["off"], row["on"], row["off_parts"], row["on_parts"]) == (45.0, 46.0, 7.0, 8.0)
