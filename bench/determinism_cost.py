@@ -18,8 +18,8 @@ each followed by its backward; the optimizer's step, the same under every settin
 first of each setting are timed; the model is the sizing OmniGen2 (real shape, random weights), rank 8, bf16 frozen,
 gradient checkpointing, 512 px, as the job trains it. Runs on a GPU machine (bench/gpu_run.sh batching).
 
-Besides the jobs' own attention kernels (`attention`: `default`), `--attention` times the step with other attention variants under the
-settings the process started with (see `attention`: the math backend; flash attention where the mask admits every
+Besides the jobs' own attention kernels (`attention`: `default`), `--attention` times the step with other attention
+variants under the settings the process started with (see `attention`: the math backend; flash attention where the mask admits every
 key), each row with its gradients' digests: one digest over a row's steps is the same bits every step.
 
 `--generate` asks the same of the generate path: views at one a call and at `--batch` a call with the settings on,
@@ -135,8 +135,8 @@ def run(args) -> dict:
         print(f"mode {state['mode']} algorithms {algorithms} attention {variant} micro {micro}: first {first:.2f} s, "
               f"steps {[round(x, 3) for x in timed]}, {len(set(digests))} distinct gradients", flush=True)
     ATTENTION["variant"] = "default"
-    return {"state": state, "accumulation": args.accumulation, "size": args.size, "prompt_lengths": lengths, "rows": rows,
-            "gpu": torch.cuda.get_device_name(0) if cuda else None, "torch": torch.__version__}
+    return {"state": state, "accumulation": args.accumulation, "size": args.size, "prompt_lengths": lengths,
+            "rows": rows, "gpu": torch.cuda.get_device_name(0) if cuda else None, "torch": torch.__version__}
 
 
 ATTENTION = {"variant": "default"}  # how torch.nn.functional.scaled_dot_product_attention runs while a row is timed

@@ -91,23 +91,25 @@ def _parts(rec: dict) -> float | None:
 def costs(record: Path) -> list[dict]:
     """Each job of the cost pass: its wall seconds and its own parts' with the settings off and on, the median over
     the pass's rounds (cost-off/ and cost-on/, then cost-off-2/ and cost-on-2/, ...)."""
-    rounds = [("cost-off", "cost-on")] + [(f"cost-off-{r}", f"cost-on-{r}") for r in range(2, 100)
-                                          if (record / f"cost-on-{r}").is_dir()]
+    rounds = [("cost-off", "cost-on")]
+    while (record / f"cost-on-{len(rounds) + 1}").is_dir():
+        rounds.append((f"cost-off-{len(rounds) + 1}", f"cost-on-{len(rounds) + 1}"))
     rows = []
     for on in sorted((record / "cost-on").rglob("*.json")):
         rel = on.relative_to(record / "cost-on")
         pairs = [(json.loads((record / a / rel).read_text()), json.loads((record / b / rel).read_text()))
                  for a, b in rounds if (record / a / rel).is_file() and (record / b / rel).is_file()]
-
-        def median(values):
-            values = [v for v in values if v is not None]
-            return statistics.median(values) if values else None
-
         rows.append({"job": str(rel.with_suffix("")), "rounds": len(pairs),
                      "modes": (pairs[0][0]["determinism"]["mode"], pairs[0][1]["determinism"]["mode"]),
-                     "off": median(a["wall_seconds"] for a, _ in pairs), "on": median(b["wall_seconds"] for _, b in pairs),
-                     "off_parts": median(_parts(a) for a, _ in pairs), "on_parts": median(_parts(b) for _, b in pairs)})
+                     "off": _median(a["wall_seconds"] for a, _ in pairs),
+                     "on": _median(b["wall_seconds"] for _, b in pairs),
+                     "off_parts": _median(_parts(a) for a, _ in pairs), "on_parts": _median(_parts(b) for _, b in pairs)})
     return rows
+
+
+def _median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
 
 
 def batches(record: Path) -> list[dict]:
@@ -134,11 +136,11 @@ def _settings_cost(record: Path) -> list[str]:
     if views.is_file():
         out += ["", "## What the settings cost a view: the jobs' settings and kernels (default), then all off (none), "
                 "one process", "", determinism_cost.table([str(views)])]
-    if views.is_file():
         rows = json.loads(views.read_text())["generate"]
         images = {v: [(r["batch"], r["call"], tuple(r["sha256"])) for r in rows if r["attention"] == v]
                   for v in ("default", "none")}
-        out += ["", f"- the same images with the settings on as off, call by call: {images['default'] == images['none']}"]
+        out += ["", "- the same images with the settings on as off, call by call: "
+                    f"{images['default'] == images['none']}"]
         for batch in sorted({r["batch"] for r in rows}):
             timed = {v: statistics.median(r["seconds_a_view"] for r in rows
                                           if r["attention"] == v and r["batch"] == batch and r["call"] > 0)

@@ -272,14 +272,14 @@ def prefix_split(torch, sdpa, args: tuple, kwargs: dict):
         return None
     keys = mask.reshape(mask.shape[0], -1)
     n = keys.sum(dim=1)
-    if bool((n == keys.shape[1]).all()) or not bool((n > 0).all()):
-        return None
-    if not bool((keys == (torch.arange(keys.shape[1], device=keys.device)[None, :] < n[:, None])).all()):
+    prefix = (keys == (torch.arange(keys.shape[1], device=keys.device)[None, :] < n[:, None])).all()
+    *counts, is_prefix = torch.cat([n, prefix.to(n.dtype)[None]]).tolist()  # one wait for the card, not three
+    if not is_prefix or min(counts) == 0 or min(counts) == keys.shape[1]:
         return None
     rest = {key: val for key, val in kwargs.items() if key != "attn_mask"}
     tail = args[4:]
     return torch.cat([sdpa(q[b:b + 1], k[b:b + 1, :, :m], v[b:b + 1, :, :m], None, *tail, **rest)
-                      for b, m in enumerate(n.tolist())])
+                      for b, m in enumerate(counts)])
 
 
 def _admits_every_key(torch, mask) -> bool:
