@@ -22,7 +22,8 @@
 #            GPU_RUN_PROMPT_LENGTHS, default "22 23 24 25"; GPU_RUN_ABLATE=0 skips,
 #            =generate: the generate path's views strict and fused instead, =both: the two), GPU_RUN_JOBS=0 stops before the jobs,
 #            probes of the batched path (GPU_RUN_PROBES=0 skips), the LoRA and condition A's views one item a call
-#            and at auto (profiles/sizing-gpu/batching-*.yaml), compared; the images and tensors come back in parts
+#            and at auto (profiles/sizing-gpu/batching-*.yaml), compared; the images and tensors come back in parts.
+#            GPU_RUN_CONDITIONS (default "A") names the conditions whose views run both ways
 #
 # Here (with network), once: the wheels the GPU machine's Python lacks (bench/gpu_wheels.sh), the pinned OmniGen2
 # package in .carry/omnigen2, then `prepare`: a git bundle of HEAD (each job's provenance names a clean commit) and
@@ -414,11 +415,15 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/lora/camera.safetensors > "$RUN/lora-before.log" 2>&1
   [ "$after_too" = 1 ] && python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/lora/camera.safetensors > "$RUN/lora-after.log" 2>&1
   repro_collect sofar
-  mark "batch: condition A at one view a call (w3), then auto (w4)"
-  python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/generate/A/views.json > "$RUN/batch-A-before.log" 2>&1
+  local c conds; read -r -a conds <<< "${GPU_RUN_CONDITIONS:-A}"
+  for c in "${conds[@]}"; do
+    mark "batch: condition $c at one view a call (w3), then auto (w4)"
+    python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- "results/generate/$c/views.json" > "$RUN/batch-$c-before.log" 2>&1
+    [ "$after_too" = 1 ] && python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- "results/generate/$c/views.json" > "$RUN/batch-$c-after.log" 2>&1
+    repro_collect sofar
+  done
   listing "$RUN/w3" "$RUN/listing-3.txt"
   if [ "$after_too" = 1 ]; then
-    python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/generate/A/views.json > "$RUN/batch-A-after.log" 2>&1
     listing "$RUN/w4" "$RUN/listing-4.txt"
     python3 -m fourloops.cli compare "$RUN/w3" "$RUN/w4" --markdown "$RUN/compare-batch.md" > "$RUN/compare-batch.txt" 2>&1
     echo "compare exit $?" >> "$RUN/compare-batch.txt"; tail -4 "$RUN/compare-batch.txt"
