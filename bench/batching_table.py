@@ -77,18 +77,25 @@ def probes(record: Path) -> list[str]:
     return out
 
 
+def conditions(record: Path) -> list[str]:
+    """The conditions whose views ran both ways: one a call (w3) and at auto (w4)."""
+    both = [set(p.parent.name for p in (record / w / "results/generate").glob("*/views.json")) for w in ("w3", "w4")]
+    return sorted(both[0] & both[1])
+
+
 def jobs(record: Path) -> dict:
-    def views(w):
-        d = _json(record / w / "results/generate/A/views.json")
+    def views(w, c):
+        d = _json(record / w / f"results/generate/{c}/views.json")
         return statistics.mean(v["seconds"] for v in d["views"].values()), len(d["views"])
 
     def wall(w, rule):
         return _json(record / w / f"results/provenance/{rule}.json")["wall_seconds"]
 
-    out = {}
-    (b1, n), (bn, _) = views("w3"), views("w4")
-    out["generate"] = {"views": n, "one": b1, "auto": bn, "wall_one": wall("w3", "generate/A"),
-                       "wall_auto": wall("w4", "generate/A")}
+    out = {"generate": {}}
+    for c in conditions(record):
+        (b1, n), (bn, _) = views("w3", c), views("w4", c)
+        out["generate"][c] = {"views": n, "one": b1, "auto": bn, "wall_one": wall("w3", f"generate/{c}"),
+                              "wall_auto": wall("w4", f"generate/{c}")}
     s1, sn = (statistics.mean(_steady_steps(record / w / "results/lora/camera.loss.csv")) for w in ("w3", "w4"))
     micro = _json(record / "w4/results/provenance/lora_train/camera.json")
     out["lora"] = {"one": s1, "auto": sn, "wall_one": wall("w3", "lora_train/camera"),
@@ -101,7 +108,7 @@ def walls(record: Path) -> list[str]:
     """Each GPU job's VRAM ask (its vram_mb resource) against the driver's peak of its process (NVML)."""
     out = ["| directory | job | batch | asked GiB | torch peak GiB | NVML peak GiB | asked/NVML |", "|---|---|---|---|---|---|---|"]
     for w in ("w3", "w4", "lease2/w3"):
-        for rule in ("lora_embeddings/embeddings", "lora_train/camera", "generate/A"):
+        for rule in ("lora_embeddings/embeddings", "lora_train/camera", *(f"generate/{c}" for c in conditions(record))):
             path = record / w / "results" / "provenance" / f"{rule}.json"
             if not path.is_file() or (w == "w4" and rule.startswith("lora_embeddings")):  # w4's is w3's, copied
                 continue
@@ -116,21 +123,23 @@ def walls(record: Path) -> list[str]:
 def report(record: Path) -> str:
     runs = [ln for ln in (record / "gpu_run.log").read_text().splitlines() if "== code" in ln or "HBM3" in ln]
     j = jobs(record)
-    g, lo = j["generate"], j["lora"]
+    lo = j["lora"]
     batch, batch_count = _verdicts(record / "compare-batch.txt")
     out = [f"# Batching and the determinism settings' cost in {record.name}", "",
            f"Made by `.venv/bin/python bench/batching_table.py bench/results/{record.name} --write` from the records "
            "beside it (`GPU_RUN_MODE=batching bench/gpu_run.sh start`). Machine and code, as the run logged them:", ""]
     out += [f"- `{ln.split('== ')[-1].strip()}`" for ln in dict.fromkeys(runs)]
-    out += ["", "## What the determinism settings cost a LoRA step (8 samples, forward and backward, no optimizer)", "",
-            *determinism(record), "",
-            "## Probes of the batched path (bench/sizing_gpu.py; this commit's probe process did not apply the "
-            "determinism settings, so these time torch's default kernels)", "", *probes(record), "",
-            "## The jobs, each alone on the card, determinism settings on (sizing set, 512 px, 28 steps)", "",
-            "| job | one a call | auto | speed-up | job wall, one a call | job wall, auto |", "|---|---|---|---|---|---|",
-            f"| generate A, s a view ({g['views']} views) | {g['one']:.3f} | {g['auto']:.3f} | {g['one'] / g['auto']:.2f}x"
-            f" | {g['wall_one']:.1f} s | {g['wall_auto']:.1f} s |",
-            f"| lora_train, s an optimizer step of 8 samples (steps 2-10) | {lo['one']:.3f} | {lo['auto']:.3f} | "
+    if (record / "determinism").is_dir():
+        out += ["", "## What the determinism settings cost a LoRA step (8 samples, forward and backward, no optimizer)",
+                "", *determinism(record)]
+    if (record / "probes").is_dir():
+        out += ["", "## Probes of the batched path (bench/sizing_gpu.py; this commit's probe process did not apply the "
+                "determinism settings, so these time torch's default kernels)", "", *probes(record)]
+    out += ["", "## The jobs, each alone on the card, determinism settings on (sizing set, 512 px, 28 steps)", "",
+            "| job | one a call | auto | speed-up | job wall, one a call | job wall, auto |", "|---|---|---|---|---|---|"]
+    out += [f"| generate {c}, s a view ({g['views']} views) | {g['one']:.3f} | {g['auto']:.3f} | "
+            f"{g['one'] / g['auto']:.2f}x | {g['wall_one']:.1f} s | {g['wall_auto']:.1f} s |" for c, g in j["generate"].items()]
+    out += [f"| lora_train, s an optimizer step of 8 samples (steps 2-10) | {lo['one']:.3f} | {lo['auto']:.3f} | "
             f"{lo['one'] / lo['auto']:.2f}x | {lo['wall_one']:.1f} s | {lo['wall_auto']:.1f} s |", "",
             "## The walls' asks against the driver (held out: no fit read these jobs)", "", *walls(record), "",
             f"## One a call (w3) against auto (w4), `fourloops compare`: {batch_count}", "",
