@@ -4,7 +4,7 @@
     .venv/bin/python bench/batching_table.py bench/results/batching-h100-2026-12-07 [--write]
 
 Reads: determinism/{on,off}.json (bench/determinism_cost.py), probes/*.json (bench/sizing_gpu.py), the one-a-call
-(w3) and auto (w4) working directories' records, compare-batch.txt (w3 against w4) and, when a second lease ran the
+(w3) and auto (w4) working directories' records (and w5's, the LoRA at 4 samples a forward, where it ran), compare-batch.txt (w3 against w4) and, when a second lease ran the
 one-a-call side, compare-leases.txt (its w3 against this one's). --write puts the result in summary.md
 (tests/test_determinism.py regenerates it).
 """
@@ -107,14 +107,14 @@ def jobs(record: Path) -> dict:
 def walls(record: Path) -> list[str]:
     """Each GPU job's VRAM ask (its vram_mb resource) against the driver's peak of its process (NVML)."""
     out = ["| directory | job | batch | asked GiB | torch peak GiB | NVML peak GiB | asked/NVML |", "|---|---|---|---|---|---|---|"]
-    for w in ("w3", "w4", "lease2/w3"):
+    for w in ("w3", "w4", "w5", "lease2/w3"):
         for rule in ("lora_embeddings/embeddings", "lora_train/camera", *(f"generate/{c}" for c in conditions(record))):
             path = record / w / "results" / "provenance" / f"{rule}.json"
-            if not path.is_file() or (w == "w4" and rule.startswith("lora_embeddings")):  # w4's is w3's, copied
+            if not path.is_file() or (w in ("w4", "w5") and rule.startswith("lora_embeddings")):  # w3's, copied
                 continue
             rec = _json(path)
             asked = float(rec["resources"]["vram_mb"]) / 1024
-            batch = "one a call" if w.endswith("w3") else "auto"
+            batch = {"w4": "auto", "w5": f"{rec.get('micro_batch')} a forward"}.get(w, "one a call")
             out.append(f"| {w} | {rule.split('/')[0]} | {batch} | {asked:.2f} | {rec['peak_vram_gib']:.2f} | "
                        f"{rec['nvml_peak_gib']:.2f} | {asked / rec['nvml_peak_gib']:.3f} |")
     return out

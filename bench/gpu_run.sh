@@ -23,7 +23,8 @@
 #            =generate: the generate path's views strict and fused instead, =both: the two), GPU_RUN_JOBS=0 stops before the jobs,
 #            probes of the batched path (GPU_RUN_PROBES=0 skips), the LoRA and condition A's views one item a call
 #            and at auto (profiles/sizing-gpu/batching-*.yaml), compared; the images and tensors come back in parts.
-#            GPU_RUN_CONDITIONS (default "A") names the conditions whose views run both ways
+#            GPU_RUN_CONDITIONS (default "A") names the conditions whose views run both ways; GPU_RUN_LORA_MICRO4=1 adds
+#            the LoRA at 4 samples a forward (w5, profiles/sizing-gpu/batching-micro4.yaml), a wall no record measured
 #
 # Here (with network), once: the wheels the GPU machine's Python lacks (bench/gpu_wheels.sh), the pinned OmniGen2
 # package in .carry/omnigen2, then `prepare`: a git bundle of HEAD (each job's provenance names a clean commit) and
@@ -414,6 +415,15 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   local after_too=${GPU_RUN_AFTER:-1}
   python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/lora/camera.safetensors > "$RUN/lora-before.log" 2>&1
   [ "$after_too" = 1 ] && python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/lora/camera.safetensors > "$RUN/lora-after.log" 2>&1
+  if [ "${GPU_RUN_LORA_MICRO4:-0}" = 1 ]; then  # a micro-batch no record measured: its wall, held out
+    fresh "$RUN/w5"; mkdir -p "$RUN/w5/results/provenance/lora_embeddings"
+    rm -rf "$RUN/w5/.snakemake/metadata"; cp -r "$RUN/w3/.snakemake/metadata" "$RUN/w5/.snakemake/"
+    cp -al "$RUN/w3/results/lora/embeddings.safetensors" "$RUN/w5/results/lora/"
+    cp -al "$RUN/w3/results/provenance/lora_embeddings/." "$RUN/w5/results/provenance/lora_embeddings/"
+    mark "lora: micro-batch 4 (w5)"
+    python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w5" --configfile profiles/sizing-gpu/run.yaml \
+      profiles/sizing-gpu/batching-micro4.yaml -- results/lora/camera.safetensors > "$RUN/lora-micro4.log" 2>&1
+  fi
   repro_collect sofar
   local c conds; read -r -a conds <<< "${GPU_RUN_CONDITIONS:-A}"
   for c in "${conds[@]}"; do

@@ -554,6 +554,11 @@ def batch_item_gib(facts: dict, name: str, size: int, table: str = "batch_item_g
     return Figure(gib, f"estimate: one {mode} pass's activations at {size} px {gib:.3f} GiB (no {table})")
 
 
+def _one_item(fig: Figure) -> Figure:
+    """A batched job's one-item figure as it stands (its further items are laid on after the process's context)."""
+    return fig
+
+
 def batch_raise(batch: int, item: Figure, what: str):
     """A one-item peak -> the peak at `batch` items of `item` GiB each beyond the first; None at one item."""
     if batch <= 1:
@@ -750,14 +755,17 @@ def lora_ask(facts: dict, job: dict, *, batch: int = 1, measured: Measurements |
              machine: str = "desk") -> Ask:
     """One LoRA training job: the frozen transformer at its dtype, the text encoder only when resident, the
     step's activations at the resolution, the autocast casts when frozen weights are fp32 (models.yaml); `batch`
-    samples a forward (a one-sample step's peak plus `lora_batch_item_gib`, else a step's activations, for each
-    further sample)."""
+    samples a forward: a one-sample step's ask plus `lora_batch_item_gib` for each further sample (what a sample
+    adds to the driver's peak, the pool's slack with it, so no process reserve is laid on it), else a one-sample
+    step's peak plus a step's activations for each further sample, with the process's reserve over all of it."""
     name = job["backend"]
     model = facts["models"][name]
     frozen, res = job["frozen_dtype"], int(job["resolution"])
     resident = lora_resident(job)
     batch = max(1, int(batch))
+    at_driver = bool(model.get("lora_batch_item_gib"))
     batched = batch_raise(batch, batch_item_gib(facts, name, res, "lora_batch_item_gib", "lora_step"), "sample(s)")
+    before_context = None if at_driver else batched
 
     rank = int(job.get("rank", 8))
     per_rank = float(model.get("lora_gib_per_rank", 0.0))
@@ -774,7 +782,7 @@ def lora_ask(facts: dict, job: dict, *, batch: int = 1, measured: Measurements |
                                            resolution=res)
             fig = Figure(gib + adapters.value, "estimate: " + " + ".join(f"{k} {v:.2f}" for k, v in parts.items())
                          + f" + {adapters.source}")
-        return batched(fig) if batched else fig
+        return before_context(fig) if before_context else fig
 
     frozen_weights = (weights_gib(facts, name, frozen, ["transformer"])
                       + (weights_gib(facts, name, model.get("lora_text_encoder_dtype", "bf16"), ["text_encoder"])
@@ -782,7 +790,9 @@ def lora_ask(facts: dict, job: dict, *, batch: int = 1, measured: Measurements |
     seen = measured.ranks.get(lora_key(job), 0) if measured is not None else 0  # 0: no record named its rank
     vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), estimate, frozen_weights,
                           "training", res, floor=f"at rank {seen or 'unknown'}" if seen < rank else None,
-                          batched=batched)
+                          batched=before_context or (_one_item if batched else None))
+    if at_driver and batched:  # the further samples over the one-sample ask, its context and reserve included
+        vram = batched(vram)
     ram = _loading_ram(facts, model, {"transformer": "fp32"} if frozen == "fp32" else None)
     secs = model.get("seconds") or {}
     table = {int(k): float(v) for k, v in (secs.get("per_lora_step_by_resolution") or {}).items()}
