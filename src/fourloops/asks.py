@@ -316,12 +316,8 @@ class Measurements:
             if rec.get("machine_name") != machine:
                 continue
             timed = [c for c in rec.get("configurations") or [] if c.get("seconds_per_item") is not None]
-            confs = [c for c in timed if all(c.get(k) == v for k, v in match.items())]
-            between = None
-            if not confs and "batch" in match:
-                between = _between_batches(timed, {k: v for k, v in match.items() if k != "batch"}, int(match["batch"]))
-                confs = [between] if between is not None else []
-            if not confs:
+            conf = _timed_conf(timed, match)
+            if conf is None:
                 continue
             load = float(rec.get("load_seconds") or 0.0)
             excess = [float(c.get("first_item_seconds") or 0.0) - float(c["seconds_per_item"]) for c in timed]
@@ -345,10 +341,47 @@ class Measurements:
                    else WARMUP_ONE_COMPILED if compiled else WARMUP_ONE_UNSAID)
             parts = (f"load {load:g} s + warm-up {warm:.3g} s ({how})"
                      + (f" + process {process:.3g} s" if wall is not None else ""))
-            return (load + warm + process, float(confs[0]["seconds_per_item"]),
+            return (load + warm + process, float(conf["seconds_per_item"]),
                     f"measured: probe on {machine} ({rec.get('gpu_name') or '?'}), {rec['path']}: {parts}"
-                    + (f"; {between['seconds_per_item_from']}" if between is not None else ""))
+                    + (f"; {conf['read_between']}" if conf.get("read_between") else ""))
         return None
+
+
+def _timed_conf(timed: list[dict], match: dict) -> dict | None:
+    """The probe configuration of `match`: one that ran it, else a batch or a reference count no configuration
+    ran, read between the probed ones nearest it (_between_batches, _between_references)."""
+    confs = [c for c in timed if all(c.get(k) == v for k, v in match.items())]
+    if confs:
+        return confs[0]
+    if "batch" in match:
+        between = _between_batches(timed, {k: v for k, v in match.items() if k != "batch"}, int(match["batch"]))
+        if between is not None:
+            return between
+    if "references" in match:
+        return _between_references(timed, match)
+    return None
+
+
+def _between_references(timed: list[dict], match: dict) -> dict | None:
+    """A generator view of a reference count no probe configuration ran, between the two probed counts nearest it
+    (each at the match's batch, read as _timed_conf reads it): its seconds linear in the reference count, as its
+    sequence is (each reference adds its image's tokens). None outside the probed counts: a view of more
+    references than any probed is slower than any probed, and one of fewer is not measured either."""
+    refs = int(match["references"])
+    rest = {k: v for k, v in match.items() if k != "references"}
+    probed = sorted({int(c["references"]) for c in timed if c.get("references") is not None})
+    lower, upper = [r for r in probed if r < refs], [r for r in probed if r > refs]
+    if not lower or not upper:
+        return None
+    lo, hi = lower[-1], upper[0]
+    a, b = _timed_conf(timed, {**rest, "references": lo}), _timed_conf(timed, {**rest, "references": hi})
+    if a is None or b is None:
+        return None
+    per = float(a["seconds_per_item"]) + (float(b["seconds_per_item"]) - float(a["seconds_per_item"])) * (refs - lo) / (hi - lo)
+    how = "; ".join(dict.fromkeys(c["read_between"] for c in (a, b) if c.get("read_between")))
+    return {**a, "references": refs, "seconds_per_item": round(per, 4),
+            "read_between": f"a view of {refs} references interpolated between the probed {lo} and {hi}"
+                            + (f" ({how})" if how else "")}
 
 
 def _between_batches(confs: list[dict], match: dict, batch: int) -> dict | None:
@@ -363,13 +396,13 @@ def _between_batches(confs: list[dict], match: dict, batch: int) -> dict | None:
     probed = sorted(rows)
     if batch > probed[-1]:
         top = rows[probed[-1]]
-        return {**top, "seconds_per_item_from": f"an item at batch {batch} taken as at the largest probed, {probed[-1]}"}
+        return {**top, "read_between": f"an item at batch {batch} taken as at the largest probed, {probed[-1]}"}
     lo = max(b for b in probed if b < batch)
     hi = min(b for b in probed if b > batch)
     t_lo, t_hi = lo * float(rows[lo]["seconds_per_item"]), hi * float(rows[hi]["seconds_per_item"])
     call = t_lo + (t_hi - t_lo) * (batch - lo) / (hi - lo)
     return {**rows[lo], "batch": batch, "seconds_per_item": round(call / batch, 4),
-            "seconds_per_item_from": f"a call of {batch} interpolated between the probed calls of {lo} and {hi}"}
+            "read_between": f"a call of {batch} interpolated between the probed calls of {lo} and {hi}"}
 
 
 def _measured_seconds(measured: Measurements | None, key: str, machine: str, n_items: float, what: str,
