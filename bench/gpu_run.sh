@@ -319,7 +319,7 @@ views_cost() {  # views of 14 steps at one and 8 a call, the jobs' settings and 
   # after: any warm-up favours it), in one process: what the settings cost the generate path
   mkdir -p "$RUN/determinism"; mark "determinism cost: views, the jobs' settings and kernels, then all off"
   timeout 240 python3 bench/determinism_cost.py --generate --generate-attention default none --generate-steps 14 \
-    --views 1 --model sizing/models/sizing/omnigen2 --out "$RUN/determinism/views.json" > "$RUN/determinism/views.log" 2>&1
+    --views 3 --model sizing/models/sizing/omnigen2 --out "$RUN/determinism/views.json" > "$RUN/determinism/views.log" 2>&1
   grep "^{" "$RUN/determinism/views.log" | cut -c1-200
   python3 bench/determinism_cost.py --table "$RUN/determinism/views.json" | tee "$RUN/determinism/views-table.md"
 }
