@@ -4,8 +4,9 @@
     .venv/bin/python bench/batching_table.py bench/results/batching-h100-2026-12-07 [--write]
 
 Reads: determinism/{on,off}.json (bench/determinism_cost.py), probes/*.json (bench/sizing_gpu.py), the one-a-call
-(w3) and auto (w4) working directories' records (and w5's, the LoRA at 4 samples a forward, where it ran), compare-batch.txt (w3 against w4) and, when a second lease ran the
-one-a-call side, compare-leases.txt (its w3 against this one's). --write puts the result in summary.md
+(w3) and auto (w4) working directories' records (and w5's, the LoRA at 4 samples a forward, where it ran),
+compare-batch.txt (w3 against w4) and, when a second lease ran the one-a-call side, compare-leases.txt (its w3
+against this one's). --write puts the result in summary.md
 (tests/test_determinism.py regenerates it).
 """
 
@@ -136,9 +137,11 @@ def report(record: Path) -> str:
         out += ["", "## Probes of the batched path (bench/sizing_gpu.py; this commit's probe process did not apply the "
                 "determinism settings, so these time torch's default kernels)", "", *probes(record)]
     out += ["", "## The jobs, each alone on the card, determinism settings on (sizing set, 512 px, 28 steps)", "",
-            "| job | one a call | auto | speed-up | job wall, one a call | job wall, auto |", "|---|---|---|---|---|---|"]
+            "| job | one a call | auto | speed-up | job wall, one a call | job wall, auto |",
+            "|---|---|---|---|---|---|"]
     out += [f"| generate {c}, s a view ({g['views']} views) | {g['one']:.3f} | {g['auto']:.3f} | "
-            f"{g['one'] / g['auto']:.2f}x | {g['wall_one']:.1f} s | {g['wall_auto']:.1f} s |" for c, g in j["generate"].items()]
+            f"{g['one'] / g['auto']:.2f}x | {g['wall_one']:.1f} s | {g['wall_auto']:.1f} s |"
+            for c, g in j["generate"].items()]
     out += [f"| lora_train, s an optimizer step of 8 samples (steps 2-10) | {lo['one']:.3f} | {lo['auto']:.3f} | "
             f"{lo['one'] / lo['auto']:.2f}x | {lo['wall_one']:.1f} s | {lo['wall_auto']:.1f} s |", "",
             "## The walls' asks against the driver (held out: no fit read these jobs)", "", *walls(record), "",
