@@ -3,10 +3,10 @@
 
     .venv/bin/python bench/batching_table.py bench/results/batching-h100-2026-12-07 [--write]
 
-Reads: determinism/{on,off}.json (bench/determinism_cost.py), probes/*.json (bench/sizing_gpu.py), the one-a-call
-(w3) and auto (w4) working directories' records (and w5's, the LoRA at 4 samples a forward, where it ran),
-compare-batch.txt (w3 against w4) and, when a second lease ran the one-a-call side, compare-leases.txt (its w3
-against this one's). --write puts the result in summary.md
+Reads: determinism/{on,off}.json (bench/determinism_cost.py), flops/flops.json (bench/forward_flops.py),
+probes/*.json (bench/sizing_gpu.py), the one-a-call (w3) and auto (w4) working directories' records (and w5's, the
+LoRA at 4 samples a forward, where it ran), compare-batch.txt (w3 against w4) and, when a second lease ran the
+one-a-call side, compare-leases.txt (its w3 against this one's). --write puts the result in summary.md
 (tests/test_determinism.py regenerates it).
 """
 
@@ -133,6 +133,11 @@ def report(record: Path) -> str:
     if (record / "determinism").is_dir():
         out += ["", "## What the determinism settings cost a LoRA step (8 samples, forward and backward, no optimizer)",
                 "", *determinism(record)]
+    if (record / "flops" / "flops.json").is_file():
+        from forward_flops import table as flops_table
+
+        out += ["", "## The transformer's forwards: FLOPs over seconds (bench/forward_flops.py)", "",
+                flops_table(_json(record / "flops" / "flops.json")).rstrip("\n")]
     if (record / "probes").is_dir():
         out += ["", "## Probes of the batched path (bench/sizing_gpu.py; this commit's probe process did not apply the "
                 "determinism settings, so these time torch's default kernels)", "", *probes(record)]

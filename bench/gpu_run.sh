@@ -24,7 +24,8 @@
 #            probes of the batched path (GPU_RUN_PROBES=0 skips), the LoRA and condition A's views one item a call
 #            and at auto (profiles/sizing-gpu/batching-*.yaml), compared; the images and tensors come back in parts.
 #            GPU_RUN_CONDITIONS (default "A") names the conditions whose views run both ways; GPU_RUN_LORA_MICRO4=1 adds
-#            the LoRA at 4 samples a forward (w5, profiles/sizing-gpu/batching-micro4.yaml), a wall no record measured
+#            the LoRA at 4 samples a forward (w5, profiles/sizing-gpu/batching-micro4.yaml), a wall no record measured;
+#            GPU_RUN_FLOPS=1 the transformer's forwards' FLOPs over their seconds (bench/forward_flops.py), before the jobs
 #
 # Here (with network), once: the wheels the GPU machine's Python lacks (bench/gpu_wheels.sh), the pinned OmniGen2
 # package in .carry/omnigen2, then `prepare`: a git bundle of HEAD (each job's provenance names a clean commit) and
@@ -246,7 +247,7 @@ repro_collect() {  # records, logs, listings, traces, tables: no images, models 
   local name=${1:-repro}
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
     --exclude='models' --exclude='.snakemake' -C "$RUN" $(cd "$RUN" && ls -d trace listing-* compare* pair-*.log cost-on* cost-off* twice-*.log batch-*.log lora-*.log timeline.txt w*/results w*/logs w*/benchmarks \
-    determinism probes probes.log builds.log embeddings.log 2>/dev/null) 2>/dev/null
+    determinism flops probes probes.log builds.log embeddings.log 2>/dev/null) 2>/dev/null
   ls -la "$RUN/$name.tar.gz"
 }
 
@@ -395,6 +396,11 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
     python3 bench/sizing_gpu.py --work "$work" --out "$RUN/probes" --timeout 400 --items 2 --references 1 3 \
       --batch 8 --lora-micro-batch 8 --omnigen2-precisions bf16 --scorer-precisions --no-detector \
       --lora-steps bf16:precomputed:512 > "$RUN/probes.log" 2>&1; tail -4 "$RUN/probes.log"
+  fi
+  if [ "${GPU_RUN_FLOPS:-0}" = 1 ]; then  # the transformer's forwards: FLOPs over seconds, 1 and 3 references, 1 and 8 a call
+    mkdir -p "$RUN/flops"; mark "flops: the transformer's forwards at 1 and 8 views a call"
+    timeout 400 python3 bench/forward_flops.py --model "$model" --references 1 3 --batch 8 --calls 1 --steps 14 \
+      --out "$RUN/flops/flops.json" > "$RUN/flops/flops.log" 2>&1; grep "^{" "$RUN/flops/flops.log" | cut -c1-200
   fi
   repro_collect sofar
   [ "${GPU_RUN_JOBS:-1}" = 1 ] || { mark "done"; repro_collect; touch "$RUN/done"; return 0; }

@@ -103,6 +103,43 @@ def test_the_batching_account_regenerates_from_its_records():
             assert made and set(made.values()) == {"equal"}, made
 
 
+def test_the_forward_meter_counts_each_shape_once_and_times_the_rest_keeping_the_forwards_signature():
+    """bench/forward_flops.py's meter around a module's forward: a Linear of 64 -> 32 on 4 rows is 2 x 4 x 64 x 32
+    FLOPs (a multiply and an add per weight per row); the first call of a shape is counted and not timed, later
+    ones timed; another shape is counted apart; the forward's own signature stays visible (OmniGen2's pipeline
+    passes reference latents only to a forward whose signature names them); close() puts the forward back."""
+    import inspect
+
+    import torch
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import forward_flops
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(64, 32, bias=False)
+
+        def forward(self, hidden_states, ref_image_hidden_states=None):
+            return self.proj(hidden_states)
+
+    net = Net()
+    meter = forward_flops.ForwardMeter(net, cuda=False)
+    assert "ref_image_hidden_states" in inspect.signature(net.forward).parameters
+    x = torch.ones(4, 64)
+    for _ in range(3):
+        net(x, ref_image_hidden_states=[[torch.ones(2)] * 3] * 4)
+    net(torch.ones(2, 64))  # a new shape: counted, not timed
+    (row,) = meter.take()
+    assert row["flops"] == 2 * 4 * 64 * 32 and row["forwards"] == 2 and row["samples"] == 4
+    assert row["references"] == 3 and row["seconds"] > 0
+    assert meter.flops[forward_flops.signature(((torch.ones(2, 64),), {}))] == 2 * 2 * 64 * 32
+    assert meter.take() == []
+    meter.close()
+    assert "forward" not in net.__dict__ and inspect.signature(net.forward).parameters.keys() == {
+        "hidden_states", "ref_image_hidden_states"}
+
+
 def test_omnigen2_attention_takes_the_cheaper_kernels_only_where_the_bits_stay(monkeypatch):
     """Loading OmniGen2 routes scaled_dot_product_attention (fourloops.loading._pin_omnigen2_kernels): a call with no
     gradient runs with torch's check off; a call taking a gradient loses a boolean mask that admits every key, runs a
