@@ -109,7 +109,8 @@ def walls(record: Path) -> list[str]:
     """Each GPU job's VRAM ask (its vram_mb resource) against the driver's peak of its process (NVML)."""
     out = ["| directory | job | batch | asked GiB | torch peak GiB | NVML peak GiB | asked/NVML |", "|---|---|---|---|---|---|---|"]
     for w in ("w3", "w4", "w5", "lease2/w3"):
-        for rule in ("lora_embeddings/embeddings", "lora_train/camera", *(f"generate/{c}" for c in conditions(record))):
+        made = sorted(f"generate/{g.stem}" for g in (record / w / "results/provenance/generate").glob("*.json"))
+        for rule in ("lora_embeddings/embeddings", "lora_train/camera", *made):
             path = record / w / "results" / "provenance" / f"{rule}.json"
             if not path.is_file() or (w in ("w4", "w5") and rule.startswith("lora_embeddings")):  # w3's, copied
                 continue
@@ -125,7 +126,8 @@ def report(record: Path) -> str:
     runs = [ln for ln in (record / "gpu_run.log").read_text().splitlines() if "== code" in ln or "HBM3" in ln]
     j = jobs(record)
     lo = j["lora"]
-    batch, batch_count = _verdicts(record / "compare-batch.txt")
+    compared = (record / "compare-batch.txt").is_file()
+    batch, batch_count = _verdicts(record / "compare-batch.txt") if compared else ({}, "not run")
     out = [f"# Batching and the determinism settings' cost in {record.name}", "",
            f"Made by `.venv/bin/python bench/batching_table.py bench/results/{record.name} --write` from the records "
            "beside it (`GPU_RUN_MODE=batching bench/gpu_run.sh start`). Machine and code, as the run logged them:", ""]
@@ -149,9 +151,11 @@ def report(record: Path) -> str:
             for c, g in j["generate"].items()]
     out += [f"| lora_train, s an optimizer step of 8 samples (steps 2-10) | {lo['one']:.3f} | {lo['auto']:.3f} | "
             f"{lo['one'] / lo['auto']:.2f}x | {lo['wall_one']:.1f} s | {lo['wall_auto']:.1f} s |", "",
-            "## The walls' asks against the driver (held out: no fit read these jobs)", "", *walls(record), "",
-            f"## One a call (w3) against auto (w4), `fourloops compare`: {batch_count}", "",
-            "| artifact | verdict | figures |", "|---|---|---|"]
+            "## The walls' asks against the driver (each asked before its job ran, from the facts of the run's commit; "
+            "which configurations a fit had read: bench/results/gpu-runs.md)", "", *walls(record), "",
+            f"## One a call (w3) against auto (w4), `fourloops compare`: {batch_count}"]
+    if compared:
+        out += ["", "| artifact | verdict | figures |", "|---|---|---|"]
     out += [f"| `{a}` | {v} | {_cell(f)} |" for a, (v, f) in sorted(batch.items())
             if v != "equal" and not a.startswith("results/provenance/")]
     leases = record / "compare-leases.txt"
