@@ -19,8 +19,9 @@ first of each setting are timed; the model is the sizing OmniGen2 (real shape, r
 gradient checkpointing, 512 px, as the job trains it. Runs on a GPU machine (bench/gpu_run.sh batching).
 
 Besides the jobs' own attention kernels (`attention`: `default`), `--attention` times the step with other attention
-variants under the settings the process started with (see `attention`: the math backend; flash attention where the mask admits every
-key), each row with its gradients' digests: one digest over a row's steps is the same bits every step.
+variants under the settings the process started with (see `attention`: the math backend; flash attention where the
+mask admits every key), each row with its gradients' digests: one digest over a row's steps is the same bits every
+step.
 
 `--generate` asks the same of the generate path: views at one a call and at `--batch` a call with the settings on,
 for each variant in `--generate-attention` (`default`: as the jobs run; `fused`: attention with no gradient

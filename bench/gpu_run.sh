@@ -239,6 +239,14 @@ fresh() {  # a fresh working directory holding only what the GPU machine cannot 
   cp -r sizing/.snakemake/metadata "$w/.snakemake/"; cp sizing/.fourloops-model-set "$w/" 2>/dev/null; true
 }
 
+fresh_from_w3() {  # a fresh working directory with w3's LoRA embeddings (the same for every batch), their record and
+  # Snakemake's metadata of them: its jobs start from the same embeddings, and none makes them again
+  local w=$1; fresh "$w"; mkdir -p "$w/results/provenance/lora_embeddings"
+  rm -rf "$w/.snakemake/metadata"; cp -r "$RUN/w3/.snakemake/metadata" "$w/.snakemake/"
+  cp -al "$RUN/w3/results/lora/embeddings.safetensors" "$w/results/lora/"
+  cp -al "$RUN/w3/results/provenance/lora_embeddings/." "$w/results/provenance/lora_embeddings/"
+}
+
 listing() {  # every output's sha256 under a working directory's results/ (the raw evidence the compare table reads)
   (cd "$1" && find results -type f ! -path '*/.*' | LC_ALL=C sort | xargs sha256sum) > "$2"
 }
@@ -412,20 +420,14 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   mark "lora embeddings (w3)"
   python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/lora/embeddings.safetensors \
     > "$RUN/embeddings.log" 2>&1
-  fresh "$RUN/w4"; mkdir -p "$RUN/w4/results/provenance/lora_embeddings"
-  rm -rf "$RUN/w4/.snakemake/metadata"; cp -r "$RUN/w3/.snakemake/metadata" "$RUN/w4/.snakemake/"
-  cp -al "$RUN/w3/results/lora/embeddings.safetensors" "$RUN/w4/results/lora/"
-  cp -al "$RUN/w3/results/provenance/lora_embeddings/." "$RUN/w4/results/provenance/lora_embeddings/"
+  fresh_from_w3 "$RUN/w4"
   mark "lora: micro-batch 1 (w3), then auto (w4)"
   # GPU_RUN_AFTER=0: the one-item-a-call side alone (w3), e.g. on a second machine kind for fourloops compare
   local after_too=${GPU_RUN_AFTER:-1}
   python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/lora/camera.safetensors > "$RUN/lora-before.log" 2>&1
   [ "$after_too" = 1 ] && python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/lora/camera.safetensors > "$RUN/lora-after.log" 2>&1
   if [ "${GPU_RUN_LORA_MICRO4:-0}" = 1 ]; then  # a micro-batch no record measured: its wall, held out
-    fresh "$RUN/w5"; mkdir -p "$RUN/w5/results/provenance/lora_embeddings"
-    rm -rf "$RUN/w5/.snakemake/metadata"; cp -r "$RUN/w3/.snakemake/metadata" "$RUN/w5/.snakemake/"
-    cp -al "$RUN/w3/results/lora/embeddings.safetensors" "$RUN/w5/results/lora/"
-    cp -al "$RUN/w3/results/provenance/lora_embeddings/." "$RUN/w5/results/provenance/lora_embeddings/"
+    fresh_from_w3 "$RUN/w5"
     mark "lora: micro-batch 4 (w5)"
     python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w5" --configfile profiles/sizing-gpu/run.yaml \
       profiles/sizing-gpu/batching-micro4.yaml -- results/lora/camera.safetensors > "$RUN/lora-micro4.log" 2>&1

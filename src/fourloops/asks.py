@@ -535,14 +535,16 @@ def weights_gib(facts: dict, model_name: str, dtype: str, resident: list[str] | 
 
 def _card(facts: dict, measured, machine: str, device: str, key: str, estimate, weights: float,
           kind: str = "inference", size: int | None = None, floor: str | None = None,
-          references: int | None = None, batched=None) -> tuple[Figure, tuple]:
+          references: int | None = None, batched=None, batched_after=None) -> tuple[Figure, tuple]:
     """VRAM and devices of a model on `device`: measured beats estimated, plus the process's overhead over its
     `weights` GiB (at `size` px, where the kind's context steps with it); none on the CPU. `floor`: why a
     measurement of `key` may be of less than this job (the key names no reference count, rank or prompt, nor the
     torch allocator: Measurements.other_allocator), which makes it a floor for the job's own estimate, never its
     ceiling. `references`: a generator job's reference images (the pool's share of its pass, `overhead`).
     `batched`: a one-item peak -> the job's batch's (`estimate` gives the batch's already); what the driver saw of a
-    one-item process is then no floor of its own."""
+    one-item process is then no floor of its own. `batched_after`: instead, a one-item ask -> the job's batch's,
+    laid on after the process's overhead (items measured at the driver, their slack in them; `estimate` gives one
+    item's)."""
     if not _cuda(device):
         return Figure(0.0, "cpu device: no VRAM"), ()
     found = measured.peak(key, machine) if measured is not None else None
@@ -551,12 +553,13 @@ def _card(facts: dict, measured, machine: str, device: str, key: str, estimate, 
     other = measured.other_allocator(key, machine) if found is not None else None
     floor = "; ".join(f for f in (floor, other) if f) or None
     fig = with_context(facts, found or estimate(), kind, weights_gib=weights, size=size, references=references)
-    fig = measured.at_least_seen(key, fig) if measured is not None and batched is None else fig
+    one_item = batched is None and batched_after is None
+    fig = measured.at_least_seen(key, fig) if measured is not None and one_item else fig
     if floor and found is not None:
         est = with_context(facts, estimate(), kind, weights_gib=weights, size=size, references=references)
         if est.value > fig.value:
             fig = Figure(est.value, f"{est.source} (over {fig.value:.2f} GiB measured {floor}: {fig.source})")
-    return fig, ("cuda",)
+    return (batched_after(fig) if batched_after else fig), ("cuda",)
 
 
 def _loading_ram(facts: dict, model: dict, casts: dict[str, str] | None = None) -> Figure:
@@ -585,11 +588,6 @@ def batch_item_gib(facts: dict, name: str, size: int, table: str = "batch_item_g
         return Figure(gib, f"models.yaml {table} at {size} px {gib:.3f} GiB")
     gib = _activation(model, mode, size, between)
     return Figure(gib, f"estimate: one {mode} pass's activations at {size} px {gib:.3f} GiB (no {table})")
-
-
-def _one_item(fig: Figure) -> Figure:
-    """A batched job's one-item figure as it stands (its further items are laid on after the process's context)."""
-    return fig
 
 
 def batch_raise(batch: int, item: Figure, what: str):
@@ -796,9 +794,9 @@ def lora_ask(facts: dict, job: dict, *, batch: int = 1, measured: Measurements |
     frozen, res = job["frozen_dtype"], int(job["resolution"])
     resident = lora_resident(job)
     batch = max(1, int(batch))
-    at_driver = bool(model.get("lora_batch_item_gib"))
     batched = batch_raise(batch, batch_item_gib(facts, name, res, "lora_batch_item_gib", "lora_step"), "sample(s)")
-    before_context = None if at_driver else batched
+    at_driver = bool(model.get("lora_batch_item_gib"))  # the items' table holds their slack: no reserve over them
+    before_context, after_context = (None, batched) if at_driver else (batched, None)
 
     rank = int(job.get("rank", 8))
     per_rank = float(model.get("lora_gib_per_rank", 0.0))
@@ -823,9 +821,7 @@ def lora_ask(facts: dict, job: dict, *, batch: int = 1, measured: Measurements |
     seen = measured.ranks.get(lora_key(job), 0) if measured is not None else 0  # 0: no record named its rank
     vram, devices = _card(facts, measured, machine, job["device"], lora_key(job), estimate, frozen_weights,
                           "training", res, floor=f"at rank {seen or 'unknown'}" if seen < rank else None,
-                          batched=before_context or (_one_item if batched else None))
-    if at_driver and batched:  # the further samples over the one-sample ask, its context and reserve included
-        vram = batched(vram)
+                          batched=before_context, batched_after=after_context)
     ram = _loading_ram(facts, model, {"transformer": "fp32"} if frozen == "fp32" else None)
     secs = model.get("seconds") or {}
     table = {int(k): float(v) for k, v in (secs.get("per_lora_step_by_resolution") or {}).items()}
