@@ -8,9 +8,9 @@ RUN_DIR holds what bench/gpu_run.sh brought back, unpacked:
 - cap24-refused-plan.json and cap24-refused.log: the seeds' LoRA setup, planned for the desk, then run capped
   on a machine whose walls let it start (the H200's);
 - sizing/results/provenance/**.json: the capped jobs' records (the cap applied, torch and NVML peaks, peak RSS);
-- qwen/*.json (from 2026-12-02's third run): Qwen-Image-Edit's probe records (bench/sizing_gpu.py, one process a
-  precision), the NF4 one uncapped (its RAM), the bf16 one under the cap; their desk verdict is the walls' of
-  config/models.yaml now (no plan was made of them before the run).
+- qwen/*.json (where the run probed it, as bench/results/gpu-run-h200-2026-12-02-run3/ did): Qwen-Image-Edit's
+  probe records (bench/sizing_gpu.py, one process a precision), the NF4 one uncapped (its RAM), the bf16 one under
+  the cap; their desk verdict is the walls' of config/models.yaml now (no plan was made of them before the run).
 A job that completes leaves its record; one that fails leaves none, and its log names the error.
 --write puts the matrix beside them as cap24.md (a test regenerates the committed one from its records).
 """
@@ -159,7 +159,7 @@ def _row(job: dict, rec: dict | None, failed: str | None) -> dict:
             "refused (" + ", ".join(w["wall"] for w in job["refused_walls"]) + ")",
             "asked GiB": job["vram_gib"], "cap GiB": cap,
             "under the cap": outcome, "NVML peak GiB": gib("nvml_peak_gib"), "torch peak GiB": gib("peak_vram_gib"),
-            "RAM asked GiB": job.get("ram_gib"),  # plans made before 2026-12-02's second run did not carry it
+            "RAM asked GiB": job.get("ram_gib"),  # a plan older than the RAM ask carries none
             "peak RSS GiB": None if rec is None else round(rec["peak_rss_mib"] / 1024, 3)}
 
 
