@@ -431,7 +431,9 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   else  # GPU_RUN_LORA=0: the conditions' views alone (a condition without the LoRA needs none of its jobs)
     fresh "$RUN/w4"
   fi
-  if [ "${GPU_RUN_LORA_MICRO4:-0}" = 1 ]; then  # a micro-batch no record measured: its wall, held out
+  if [ "${GPU_RUN_LORA_MICRO4:-0}" = 1 ] && [ "${GPU_RUN_LORA:-1}" = 0 ]; then
+    mark "lora: micro-batch 4 skipped (GPU_RUN_LORA=0 made no embeddings for it)"
+  elif [ "${GPU_RUN_LORA_MICRO4:-0}" = 1 ]; then  # a micro-batch no record measured: its wall, held out
     fresh_from_w3 "$RUN/w5"
     mark "lora: micro-batch 4 (w5)"
     python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w5" --configfile profiles/sizing-gpu/run.yaml \
