@@ -25,8 +25,8 @@
 #            and at auto (profiles/sizing-gpu/batching-*.yaml), compared; the images and tensors come back in parts.
 #            GPU_RUN_CONDITIONS (default "A") names the conditions whose views run both ways; GPU_RUN_LORA_MICRO4=1 adds
 #            the LoRA at 4 samples a forward (w5, profiles/sizing-gpu/batching-micro4.yaml), a wall no record measured;
-#            GPU_RUN_FLOPS=1 the transformer's forwards' FLOPs over their seconds (bench/forward_flops.py), before the jobs;
-#            GPU_RUN_LORA=0 leaves the LoRA's jobs out (the conditions' views alone, for conditions without the LoRA)
+#            GPU_RUN_FLOPS=1 the transformer's forwards' FLOPs over their seconds (bench/forward_flops.py), before the
+#            jobs; GPU_RUN_LORA=0 leaves the LoRA's jobs out (the conditions' views alone, for conditions without it)
 #
 # Here (with network), once: the wheels the GPU machine's Python lacks (bench/gpu_wheels.sh), the pinned OmniGen2
 # package in .carry/omnigen2, then `prepare`: a git bundle of HEAD (each job's provenance names a clean commit) and
@@ -426,8 +426,10 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
       > "$RUN/embeddings.log" 2>&1
     fresh_from_w3 "$RUN/w4"
     mark "lora: micro-batch 1 (w3), then auto (w4)"
-    python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/lora/camera.safetensors > "$RUN/lora-before.log" 2>&1
-    [ "$after_too" = 1 ] && python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" -- results/lora/camera.safetensors > "$RUN/lora-after.log" 2>&1
+    python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/lora/camera.safetensors \
+      > "$RUN/lora-before.log" 2>&1
+    [ "$after_too" = 1 ] && python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w4" "${after[@]}" \
+      -- results/lora/camera.safetensors > "$RUN/lora-after.log" 2>&1
   else  # GPU_RUN_LORA=0: the conditions' views alone (a condition without the LoRA needs none of its jobs)
     fresh "$RUN/w4"
   fi
