@@ -200,7 +200,7 @@ def _batching(record) -> str:
 
 COSTS = {
     "bench/results/smoke-ladder-2026-12-05.txt": _smoke_ladder,
-    "bench/results/suite-2026-12-07.txt": _suite,
+    "bench/results/suite-2026-12-08.txt": _suite,
     "bench/results/anny-build-2026-12-05.txt": _anny,
     "bench/results/dryrun-2026-12-05.txt": _dryrun,
     "bench/results/gpu-run-h100-2026-12-06-run46/": _whole_dag,
