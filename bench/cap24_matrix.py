@@ -8,9 +8,9 @@ RUN_DIR holds what bench/gpu_run.sh brought back, unpacked:
 - cap24-refused-plan.json and cap24-refused.log: the seeds' LoRA setup, planned for the desk, then run capped
   on a machine whose walls let it start (the H200's);
 - sizing/results/provenance/**.json: the capped jobs' records (the cap applied, torch and NVML peaks, peak RSS);
-- qwen/*.json (where the run probed it, as bench/results/gpu-run-h200-2026-12-02-run3/ did): Qwen-Image-Edit's
-  probe records (bench/sizing_gpu.py, one process a precision), the NF4 one uncapped (its RAM), the bf16 one under
-  the cap; their desk verdict is the walls' of config/models.yaml now (no plan was made of them before the run).
+- qwen/*.json, where the run probed Qwen-Image-Edit: its probe records (bench/sizing_gpu.py, one process a
+  precision), the NF4 one uncapped (its RAM), the bf16 one under the cap; their desk verdict is the walls' of
+  config/models.yaml now (no plan was made of them before the run).
 A job that completes leaves its record; one that fails leaves none, and its log names the error.
 --write puts the matrix beside them as cap24.md (a test regenerates the committed one from its records).
 """

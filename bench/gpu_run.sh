@@ -419,8 +419,8 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   local after=(--configfile profiles/sizing-gpu/run.yaml profiles/sizing-gpu/batching-after.yaml)
   fresh "$RUN/w3"
   # GPU_RUN_AFTER=0: the one-item-a-call side alone (w3), e.g. on a second machine kind for fourloops compare
-  local after_too=${GPU_RUN_AFTER:-1}
-  if [ "${GPU_RUN_LORA:-1}" = 1 ]; then
+  local after_too=${GPU_RUN_AFTER:-1} lora=${GPU_RUN_LORA:-1}
+  if [ "$lora" = 1 ]; then
     mark "lora embeddings (w3)"
     python3 -m snakemake "${PROFILE[@]}" --directory "$RUN/w3" "${before[@]}" -- results/lora/embeddings.safetensors \
       > "$RUN/embeddings.log" 2>&1
@@ -433,7 +433,7 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   else  # GPU_RUN_LORA=0: the conditions' views alone (a condition without the LoRA needs none of its jobs)
     fresh "$RUN/w4"
   fi
-  if [ "${GPU_RUN_LORA_MICRO4:-0}" = 1 ] && [ "${GPU_RUN_LORA:-1}" = 0 ]; then
+  if [ "${GPU_RUN_LORA_MICRO4:-0}" = 1 ] && [ "$lora" = 0 ]; then
     mark "lora: micro-batch 4 skipped (GPU_RUN_LORA=0 made no embeddings for it)"
   elif [ "${GPU_RUN_LORA_MICRO4:-0}" = 1 ]; then  # a micro-batch no record measured: its wall, held out
     fresh_from_w3 "$RUN/w5"
