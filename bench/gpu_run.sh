@@ -26,7 +26,9 @@
 #            GPU_RUN_CONDITIONS (default "A") names the conditions whose views run both ways; GPU_RUN_LORA_MICRO4=1 adds
 #            the LoRA at 4 samples a forward (w5, profiles/sizing-gpu/batching-micro4.yaml), a wall no record measured;
 #            GPU_RUN_FLOPS=1 the transformer's forwards' FLOPs over their seconds (bench/forward_flops.py), before the
-#            jobs; GPU_RUN_LORA=0 leaves the LoRA's jobs out (the conditions' views alone, for conditions without it)
+#            jobs; GPU_RUN_LORA=0 leaves the LoRA's jobs out (the conditions' views alone, for conditions without it);
+#            GPU_RUN_SCORER=1 builds the sizing scorer and probes it at one question and 8 a call
+#            (profiles/sizing-gpu/batching-scorer.yaml) into probes/, for the pod bill's grades job
 #
 # Here (with network), once: the wheels the GPU machine's Python lacks (bench/gpu_wheels.sh), the pinned OmniGen2
 # package in .carry/omnigen2, then `prepare`: a git bundle of HEAD (each job's provenance names a clean commit) and
@@ -37,8 +39,8 @@
 #   GPU_RUN_MODE=all bench/gpu_run.sh start     # a detached session (it outlives one command's limit)
 #   bench/gpu_run.sh wait 540                   # prints the log as it goes; copies the records so far to $OUT
 # A call carries at most 64 MB (the tracked tree with what it names): where .wheels takes it over, the batching
-# mode imports neither the detector's nor the scorer's packages (rfdetr, supervision, editscore, qwen_vl_utils,
-# json_repair) nor onnxoptimizer, so their wheels can stay behind for it.
+# mode imports neither the detector's nor (without GPU_RUN_SCORER=1) the scorer's packages (rfdetr, supervision,
+# editscore, qwen_vl_utils, json_repair) nor onnxoptimizer, so their wheels can stay behind for it.
 # A machine idle 30 s between two calls goes back with the run on it: send the next call at once. GPU_RUN_ALLOC
 # picks torch's allocator for every process (default: the machines' own; expandable; plain).
 # Each step logs and goes on when one fails; the run writes $RUN/done at its end.
@@ -256,7 +258,7 @@ repro_collect() {  # records, logs, listings, traces, tables: no images, models 
   local name=${1:-repro}
   tar -czf "$RUN/$name.tar.gz" --exclude='*.png' --exclude='*.onnx' --exclude='*.npy' --exclude='*.safetensors' \
     --exclude='models' --exclude='.snakemake' -C "$RUN" $(cd "$RUN" && ls -d trace listing-* compare* pair-*.log cost-on* cost-off* twice-*.log batch-*.log lora-*.log timeline.txt w*/results w*/logs w*/benchmarks \
-    determinism flops probes probes.log builds.log embeddings.log 2>/dev/null) 2>/dev/null
+    determinism flops probes probes.log scorer.log builds.log embeddings.log 2>/dev/null) 2>/dev/null
   ls -la "$RUN/$name.tar.gz"
 }
 
@@ -405,6 +407,14 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
     python3 bench/sizing_gpu.py --work "$work" --out "$RUN/probes" --timeout 400 --items 2 --references 1 3 \
       --batch 8 --lora-micro-batch 8 --omnigen2-precisions bf16 --scorer-precisions --no-detector \
       --lora-steps bf16:precomputed:512 > "$RUN/probes.log" 2>&1; tail -4 "$RUN/probes.log"
+  fi
+  if [ "${GPU_RUN_SCORER:-0}" = 1 ]; then  # the scorer at one question and 8 a call: what a grades job pays at each batch
+    mark "scorer: the sizing build, then its probe at one question a call and 8"
+    python3 -m snakemake "${PROFILE[@]}" --configfile profiles/sizing-gpu/run.yaml profiles/sizing-gpu/batching-scorer.yaml \
+      -- results/probe/h200/scorer.json > "$RUN/scorer.log" 2>&1 \
+      && mkdir -p "$RUN/probes" && cp sizing/results/probe/h200/scorer.json "$RUN/probes/" \
+      || mark "the scorer's build or probe failed (scorer.log)"
+    tail -3 "$RUN/scorer.log"
   fi
   if [ "${GPU_RUN_FLOPS:-0}" = 1 ]; then  # the transformer's forwards: FLOPs over seconds, 1 and 3 references, 1 and 8 a call
     mkdir -p "$RUN/flops"; mark "flops: the transformer's forwards at 1 and 8 views a call"

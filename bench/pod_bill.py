@@ -1,7 +1,7 @@
 """What the full real ladder costs on a pod, simulated before one is rented: billed pod-seconds against
 GPU-busy seconds, the floor, and `fourloops plan --machine pod`'s forecast against the simulated bill.
 
-    .venv/bin/python bench/pod_bill.py [--probes bench/results/sizing-h200-2026-12-01] [--configfile F ...] [--json OUT]
+    .venv/bin/python bench/pod_bill.py [--probes DIR_OR_FILE ...] [--configfile F ...] [--json OUT]
 
 The run: the real model set, the four conditions x 8 views, the LoRA with `lora.profile: pod`, restyle and
 grades (targets results/ladder.csv and results/grades/<style>.csv), planned by `fourloops plan --machine pod`
@@ -58,19 +58,39 @@ IDLE_TEARDOWN_S = 300.0  # machines.yaml pod.runpod.idle_teardown_s
 LOCAL_CORES = 2  # profiles/pod local-cores
 
 
-def planned(probes: Path | None = None, style: str = "watercolor", configfiles: list[Path] = ()) -> dict:
-    """The plan on the pod; with `probes`, that directory's probe records time the jobs, as if the pod were the
-    machine they ran on (their machine_name becomes pod: the plan times a job only by the target's own probe);
-    `configfiles` over the config (a batch, say)."""
+def probe_records(probes: list[Path]) -> dict[str, Path]:
+    """The probe records `probes` names, by file name: a directory's *.json, or a record given as a file (one
+    component's probe from another lease of the same machine kind, say). Two records of one name are refused: the
+    plan would time a job by whichever came last."""
+    found: dict[str, Path] = {}
+    for p in probes:
+        p = Path(p)
+        if not p.exists():
+            raise SystemExit(f"--probes {p}: no such file or directory; allowed: a directory of probe records "
+                             f"(results/probe/<machine>/) or one record's .json")
+        for f in sorted(p.glob("*.json")) if p.is_dir() else [p]:
+            rec = json.loads(f.read_text())
+            if not (isinstance(rec, dict) and "key" in rec):
+                continue
+            if f.name in found:
+                raise SystemExit(f"--probes: two probe records named {f.name}: {found[f.name]} and {f}; "
+                                 f"allowed: one record a component (name one of them as a file, not both directories)")
+            found[f.name] = f
+    return found
+
+
+def planned(probes: list[Path] = (), style: str = "watercolor", configfiles: list[Path] = ()) -> dict:
+    """The plan on the pod; with `probes` (directories of probe records, or records), those records time the jobs,
+    as if the pod were the machine they ran on (their machine_name becomes pod: the plan times a job only by the
+    target's own probe); `configfiles` over the config (a batch, say)."""
     configfiles = [str(Path(c).resolve()) for c in configfiles]  # before the plan's working directory is the scratch one
+    records = probe_records(list(probes))
     with tempfile.TemporaryDirectory() as work:
-        if probes is not None:
+        if records:
             dest = Path(work) / "results" / "probe" / "pod"
             dest.mkdir(parents=True)
-            for f in sorted(Path(probes).glob("*.json")):
-                rec = json.loads(f.read_text())
-                if isinstance(rec, dict) and "key" in rec:
-                    (dest / f.name).write_text(json.dumps({**rec, "machine_name": "pod"}))
+            for name, f in records.items():
+                (dest / name).write_text(json.dumps({**json.loads(f.read_text()), "machine_name": "pod"}))
         cfg = Path(work) / "lora_pod.yaml"
         cfg.write_text("lora:\n  profile: pod\n")
         cwd = os.getcwd()
@@ -232,8 +252,9 @@ def variants() -> list[tuple[str, dict]]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the figures here too")
-    ap.add_argument("--probes", type=Path, help="probe records (e.g. bench/results/sizing-h200-2026-12-01) that time "
-                                                "the pod's jobs; default: the plan's forecasts (models.yaml)")
+    ap.add_argument("--probes", type=Path, nargs="+", default=[],
+                    help="probe records that time the pod's jobs: directories (e.g. bench/results/sizing-h200-2026-12-01) "
+                         "or single records, one a component; default: the plan's forecasts (models.yaml)")
     ap.add_argument("--orders", type=int, default=20, help="shuffled job orders to try (default 20)")
     ap.add_argument("--configfile", type=Path, nargs="*", default=[],
                     help="config files over the shipped config (e.g. a batch: generator.batch: 1)")
@@ -255,7 +276,8 @@ def main(argv=None) -> int:
     jobs.sort(key=lambda j: (j["profile"] != "pod", j["output"]))
     pod_jobs = [j for j in jobs if j["profile"] == "pod"]
     first_gb = weights.get(next((j["model"] for j in pod_jobs if j["model"] in weights), ""), 0.0)
-    print(f"job seconds: {'probe records in ' + str(args.probes) if args.probes else 'the plan forecasts (models.yaml)'}")
+    print("job seconds: " + ("probe records in " + " ".join(map(str, args.probes)) if args.probes
+                             else "the plan forecasts (models.yaml)"))
     for j in pod_jobs:
         print(f"  {j['rule']:12s} {j['output']:42s} {j['seconds']:8.1f} s  {j['seconds_source'][:110]}")
     print(f"plan: {len(pod_jobs)} pod jobs ({', '.join(sorted({j['rule'] for j in pod_jobs}))}), "

@@ -1,3 +1,4 @@
+from fourloops.batching import resolved
 from fourloops.jobs import job
 from fourloops.stages.probe import probe_stage
 
@@ -9,4 +10,5 @@ with job(snakemake) as run:
         settings=snakemake.params.settings,
         model_set=snakemake.params.model_set,
         machine=snakemake.wildcards.machine,
+        batch=resolved(snakemake.resources),
     ))

@@ -998,3 +998,52 @@ def test_a_reference_count_no_probe_ran_is_read_between_the_probed_counts(tmp_pa
     rest = measured("run46", [c for c in run46["configurations"] if c.get("references") != 2])
     read = rest.timing(key, "desk", references=2)[1]
     assert abs(read / held["seconds_per_item"] - 1) <= 0.05, (read, held["seconds_per_item"])
+
+
+def test_a_probe_job_asks_what_its_largest_batch_holds_and_times_the_batch_its_card_fits():
+    """The probe rule times one item a call and a batch: the job's ask is the component's at that batch (on an H100 the
+    sizing OmniGen2's probe reached 26.74 GiB at 8 views a call, bench/results/batching-h100-2026-12-07/probes, where a
+    one-view ask was 16.27 GiB). `auto` is the largest batch up to batching.PROBE_AUTO_MOST whose ask fits the card
+    the probe runs on; a number is that many; a scorer under sample decoding takes one question a call."""
+    from fourloops import batching, machines
+    from fourloops.declarations import probe as probe_decl
+    from fourloops.stage import AskContext
+    from fourloops.stages.probe import probed_batches
+
+    gen = {**GEN, "batch": "auto"}
+
+    def probe_ask(machine, component, settings):
+        return probe_decl.ask(AskContext(FACTS, machine=machine), {"component": component},
+                              {"model_set": "sizing", "settings": settings})
+
+    big = probe_ask("h200", "generator", gen)
+    assert big.batch == batching.PROBE_AUTO_MOST == 8
+    assert big.vram.value == pytest.approx(asks.generator_ask(FACTS, gen, batch=8).vram.value)
+    assert big.vram.value > asks.generator_ask(FACTS, gen).vram.value
+    card = machines.machine(machines.load(), "desk").vram_gib
+    desk = probe_ask("desk", "generator", gen)
+    assert 1 < desk.batch < 8 and desk.vram.value <= card < asks.generator_ask(FACTS, gen, batch=desk.batch + 1).vram.value
+    assert probe_ask("desk", "generator", {**GEN, "batch": 3}).batch == 3
+    assert probed_batches(desk.batch, 64) == [1, desk.batch]  # what the job then times, its batch resource the most
+    scorer = {"base": "b", "base_revision": None, "adapter": "a", "adapter_revision": None, "precision": "nf4",
+              "device": "cuda", "decoding": "sample", "temperature": 0.7, "max_new_tokens": 512, "batch": "auto"}
+    assert probe_ask("h200", "scorer", scorer).batch == 1
+    assert probe_ask("h200", "scorer", {**scorer, "decoding": "greedy"}).batch == 8
+
+
+def test_the_probe_job_times_its_batch_resource_in_place_of_the_settings_auto(monkeypatch):
+    from fourloops.stages import probe as probe_stage_mod
+
+    seen = {}
+
+    def fake_probe(component, settings, **kw):
+        seen.update(settings)
+        return {"key": "k", "load_seconds": 1.0, "pass_seconds": 1.0, "peak_vram_gib": 1.0, "complete": True,
+                "precision": "bf16"}
+
+    monkeypatch.setattr(probe_stage_mod, "probe", fake_probe)
+    probe_stage_mod.probe_stage("out.json", "desk", "generator", {**GEN, "batch": "auto"}, "sizing", batch=6)
+    assert seen["batch"] == 6
+    seen.clear()
+    probe_stage_mod.probe_stage("out.json", "desk", "lamp", {"vram_gib": 1.0}, "sizing", batch=6)
+    assert "batch" not in seen  # a component without a batch knob is probed as configured

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -280,13 +281,17 @@ def test_the_sizing_dry_run_builds_the_real_models_and_asks_what_they_ask(tmp_pa
     assert "Working directory: " in out and str(tmp_path / "repo" / "sizing") in out  # outputs under sizing/
     for component in ("omnigen2", "detector", "scorer"):
         assert f"output: models/sizing/{component}" in out
-    # the probe of the generator asks the real OmniGen2's figure, not smoke's nothing
+    # the probe of the generator asks the real OmniGen2's figure, not smoke's nothing, at the largest batch it times:
+    # generator.batch is auto, so the most views a call whose ask fits the desk's card
     from fourloops import asks
 
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    want = asks.generator_ask(asks.load_facts(REPO / "config" / "models.yaml"), cfg["generator"]).vram_mb
+    facts = asks.load_facts(REPO / "config" / "models.yaml")
     gen = out[out.index("wildcards: machine=desk, component=generator"):][:400]
+    batch = int(re.search(r"\bbatch=(\d+)", gen).group(1))
+    want = asks.generator_ask(facts, cfg["generator"], batch=batch).vram_mb
     assert want > 15000 and f"vram_mb={want}" in gen, gen
+    assert batch > 1 and asks.generator_ask(facts, cfg["generator"], batch=batch + 1).vram_mb > 24 * 1024, batch
     assert not any(line.startswith("rule smoke_") for line in out.splitlines())
 
 

@@ -20,6 +20,11 @@ from typing import Callable
 AUTO = "auto"
 
 
+# The most items a probe times a call at for `auto`: the ladder's default views per condition (config.yaml
+# ladder.azimuths), the most one generate job batches. Fewer where the probe job's walls fit fewer on its card.
+PROBE_AUTO_MOST = 8
+
+
 class BatchError(ValueError):
     pass
 

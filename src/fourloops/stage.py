@@ -88,6 +88,9 @@ class Gpu:
     # benches only (bench/sizing_gpu.py), not by the probe rule
     settings: "Callable[[dict], dict] | None" = None
     ask: "Callable[[dict, dict], Ask] | None" = None  # (facts, settings) -> a probe job's ask
+    # settings -> the most items one call of it takes, for a component with a batch knob (its ask then also takes
+    # `batch=`): the probe job times one item a call and a batch its walls choose (fourloops.declarations.probe)
+    batch_most: "Callable[[dict], int] | None" = None
     needs: "Callable[[dict, str], list[Need]] | None" = None  # (settings, rule) -> what a real run needs
     knobs: tuple[Knob, ...] = ()  # `where` inside the settings mapping
     builds: tuple[Build, ...] = ()  # the sizing set's models of this component

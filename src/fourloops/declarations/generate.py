@@ -60,10 +60,16 @@ def _generator_key(settings: dict) -> str:
     return generator_key(settings)
 
 
-def _generator_ask(facts: dict, settings: dict):
+def _generator_ask(facts: dict, settings: dict, batch: int = 1):
     from fourloops.asks import generator_ask
 
-    return generator_ask(facts, settings, measured=None)
+    return generator_ask(facts, settings, batch=batch, measured=None)
+
+
+def _generator_most(settings: dict) -> int:
+    from fourloops.backends import MAX_BATCH
+
+    return MAX_BATCH.get(settings["backend"], 1)
 
 
 def _generator_needs(settings: dict, rule: str) -> list:
@@ -74,7 +80,7 @@ def _generator_needs(settings: dict, rule: str) -> list:
 
 GENERATOR = Gpu(
     name="generator", key=_generator_key, probe="fourloops.stages.probe:_probe_generator",
-    settings=model_sets.generator, ask=_generator_ask, needs=_generator_needs,
+    settings=model_sets.generator, ask=_generator_ask, needs=_generator_needs, batch_most=_generator_most,
     knobs=(Knob((), "precision", ("generator", "precision"), "precision"), Knob((), "size", ("generator", "size"), "size"),
            Knob((), "batch", ("generator", "batch"), "batch")),
     builds=(Build("omnigen2", "omnigen2"), Build("qwen_image_edit_plus", "qwen_image_edit_plus")),

@@ -72,16 +72,21 @@ def _scorer_key(settings: dict) -> str:
     return scorer_key(settings)
 
 
-def _scorer_ask(facts: dict, settings: dict):
+def _scorer_ask(facts: dict, settings: dict, batch: int = 1):
     from fourloops.asks import scorer_ask
 
-    return scorer_ask(facts, settings, measured=None)
+    return scorer_ask(facts, settings, batch=batch, measured=None)
+
+
+def _scorer_most(settings: dict) -> int:
+    """Questions a scorer call takes: one under sample decoding (each answer is seeded by its own call)."""
+    return 1 if settings.get("decoding") == "sample" else 64
 
 
 # The scorer, declared once: the probe rule, the sizing set and the levers read it (fourloops.stage.Gpu).
 SCORER = Gpu(
     name="scorer", key=_scorer_key, probe="fourloops.stages.probe:_probe_scorer", settings=model_sets.scorer,
-    ask=_scorer_ask, needs=scorer_needs,
+    ask=_scorer_ask, needs=scorer_needs, batch_most=_scorer_most,
     knobs=(Knob((), "precision", ("grades", "precision"), "precision"), Knob((), "batch", ("grades", "batch"), "batch")),
     builds=(Build("scorer", "qwen3_vl_8b"),), model_at="base", resolution=lambda s: int(s.get("image_size", 512)),
     smoke_inputs=lambda config: model_sets.built_models(config, "scorer"))

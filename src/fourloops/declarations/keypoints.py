@@ -49,16 +49,16 @@ def _detector_key(settings: dict) -> str:
     return detector_key(settings)
 
 
-def _detector_ask(facts: dict, settings: dict):
+def _detector_ask(facts: dict, settings: dict, batch: int = 1):
     from fourloops.asks import detector_ask
 
-    return detector_ask(facts, settings, measured=None)
+    return detector_ask(facts, settings, batch=batch, measured=None)
 
 
 # The detector, declared once: the probe rule, the sizing set and the levers read it (fourloops.stage.Gpu).
 DETECTOR = Gpu(
     name="detector", key=_detector_key, probe="fourloops.stages.probe:_probe_detector",
-    settings=model_sets.detector, ask=_detector_ask, needs=detector_needs,
+    settings=model_sets.detector, ask=_detector_ask, needs=detector_needs, batch_most=lambda s: 64,
     knobs=(Knob((), "resolution", ("keypoints", "resolution"), "size"), Knob((), "batch", ("keypoints", "batch"), "batch")),
     builds=(Build("detector", "rfdetr_keypoint_preview", "fp32"),), model_at="weights", precision=lambda s: "fp32",
     smoke_inputs=lambda config: model_sets.built_models(config, "detector"))

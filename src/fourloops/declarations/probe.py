@@ -10,11 +10,24 @@ from fourloops.stage import gpu as _gpu  # an undeclared component is refused th
 
 
 def ask(ctx: AskContext, wildcards: dict, params: dict):
-    from fourloops import asks
+    """A probe job's ask: its component's at the largest batch it times. A component with a batch knob is timed at
+    one item a call and at a batch chosen as a job's is (fourloops.batching.choose): a number, that many; `auto`,
+    the largest up to batching.PROBE_AUTO_MOST whose ask fits the card of the machine the probe runs on. The job
+    gets it as its batch resource (scripts/probe.py)."""
+    from fourloops import asks, batching
 
     if params["model_set"] == "smoke":  # the tiny models on the CPU
         return asks.stage_ask(ctx.facts, "smoke_generate")
-    return _gpu(wildcards["component"]).ask(ctx.facts, params["settings"])
+    component, settings = _gpu(wildcards["component"]), params["settings"]
+    if component.batch_most is None:
+        return component.ask(ctx.facts, settings)
+    key = next((".".join(k.config) for k in component.knobs if k.kind == "batch"), f"{component.name} batch")
+    value = batching.setting(settings.get("batch", 1), key)
+    most = component.batch_most(settings)
+    if value == batching.AUTO:
+        most = min(most, batching.PROBE_AUTO_MOST)
+    return batching.choose(lambda b: component.ask(ctx.facts, settings, batch=b), value, most=most,
+                           limit_gib=batching.card_gib(ctx.machine, ctx.provided_vram_mb), key=key)
 
 
 def needs(params: dict) -> list:

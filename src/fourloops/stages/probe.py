@@ -120,9 +120,14 @@ def _oom_types() -> tuple:
 
 
 def _run_configuration(memory: _Memory, config: dict, items: int, one: Callable[[int], dict | None]) -> dict:
-    """`items` timed calls of `one(i)` (its dict joins the item's row); an OOM is recorded, not raised."""
+    """`items` timed calls of `one(i)` (its dict joins the item's row); an OOM is recorded, not raised. A batched
+    configuration starts from an emptied pool, as a job at that batch does: the blocks the one-item calls before it
+    left cached do not fit a batch's tensors, and kept, they would raise what NVML sees of the process above a job's
+    (on an H100 the sizing OmniGen2's 8-view calls after its one-view ones reserved 24.8 GiB for an 18.8 GiB peak)."""
     import torch
 
+    if int(config.get("batch", 1)) > 1 and memory.cuda and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
     memory.reset()
     rows, error = [], None
     try:
@@ -142,16 +147,14 @@ def _run_configuration(memory: _Memory, config: dict, items: int, one: Callable[
     return out
 
 
-# A view count `auto` is probed at: the ladder's default views per condition (config.yaml ladder.azimuths), the
-# most one generate job batches.
-AUTO_PROBE_BATCH = 8
-
-
 def probed_batches(batch, most: int) -> list[int]:
-    """The batches a component's probe times: one item a call, and the configured batch (a number > 1; `auto`:
-    AUTO_PROBE_BATCH), capped at the most a call takes. The walls' forecast reads a job's batch from these
+    """The batches a component's probe times: one item a call, and the batch (a number > 1: the probe rule's job
+    gets the one its walls chose, fourloops.declarations.probe; `auto`, from a bench: batching.PROBE_AUTO_MOST),
+    capped at the most a call takes. The walls' forecast reads a job's batch from these
     (fourloops.asks.Measurements.timing)."""
-    want = AUTO_PROBE_BATCH if batch == "auto" else int(batch)
+    from fourloops.batching import AUTO, PROBE_AUTO_MOST
+
+    want = PROBE_AUTO_MOST if batch == AUTO else int(batch)
     return sorted({1, max(1, min(want, int(most)))})
 
 
@@ -518,9 +521,12 @@ def _sizing_record(where: str | None) -> dict | None:
 
 
 def probe_stage(out: str, machine_name: str, component: str, settings: dict, model_set: str,
-                machine: str = "desk") -> dict:
+                machine: str = "desk", batch: int = 1) -> dict:
     """The probe rule's job: the configured model of `component` on this machine (scripts/probe.py), timed with the
-    jobs' own kernel settings (fourloops.determinism)."""
+    jobs' own kernel settings (fourloops.determinism). `batch`: the job's batch resource, the largest batch its
+    walls admit (fourloops.declarations.probe), which stands for the settings' `auto` or number."""
+    if "batch" in settings:
+        settings = {**settings, "batch": max(1, int(batch))}
     record = probe(component, settings, machine_name=machine_name, model_set=model_set, out=out,
                    guard_machine=machine)
     return {"probe": {k: record[k] for k in ("key", "load_seconds", "pass_seconds", "peak_vram_gib", "complete")},
