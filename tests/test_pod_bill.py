@@ -405,3 +405,55 @@ def test_a_free_pod_goes_to_the_waiting_job_whose_weights_come_first():
         t.join(10)
     assert got == ["generator-1", "generator-2", "scorer"]
     assert len(pool.pods) == 1  # one pod for all of them
+
+
+def _bench_pod_bill():
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("pod_bill", REPO / "bench" / "pod_bill.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["pod_bill"] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_full_ladders_bill_before_and_after_batching_regenerates_from_its_h100_probes():
+    """bench/results/pod_bill-batching-h100-2026-12-08-{before,after}.txt, run again by the command on their first
+    line: each pod job's forecast seconds and source, the pod's GPU seconds, and the shipped executor's bill."""
+    import shlex
+    import subprocess
+    import sys
+
+    def figures(text):
+        jobs = [line for line in text.splitlines() if re.match(r"  (generate|grades|lora_train|restyle) ", line)]
+        gpu = re.search(r"pod GPU seconds (\d+)", text).group(1)
+        shipped = re.search(r"^shipped executor +\d+ +(\d+) +(\d+) .*?(\$\d+\.\d\d)", text, re.M).groups()
+        return jobs, gpu, shipped
+
+    got = {}
+    for side in ("before", "after"):
+        record = (REPO / "bench" / "results" / f"pod_bill-batching-h100-2026-12-08-{side}.txt").read_text()
+        command = shlex.split(record.splitlines()[0].removeprefix("command: ").split("   (commit")[0])
+        assert command[:2] == [".venv/bin/python", "bench/pod_bill.py"], command
+        run = subprocess.run([sys.executable, *command[1:]], cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        (jobs, gpu, (billed, busy, cost)), (want_jobs, want_gpu, (want_billed, want_busy, want_cost)) = (
+            figures(run.stdout), figures(record))
+        assert jobs == want_jobs and gpu == want_gpu and busy == want_busy and cost == want_cost, side
+        assert abs(int(billed) / int(want_billed) - 1) < 0.01, (side, billed, want_billed)  # the repo's MB moves it
+        got[side] = int(gpu)
+    assert (got["before"], got["after"]) == (1043, 651)  # the figures the README and docs/walls.md quote
+
+
+def test_the_bills_probe_records_come_one_a_component(tmp_path):
+    pod_bill = _bench_pod_bill()
+    probes = REPO / "bench" / "results" / "batching-h100-2026-12-07" / "probes"
+    scorer = REPO / "bench" / "results" / "gpu-run-h100-2026-12-06-run46" / "sizing" / "results" / "probe" / "h200"
+    found = pod_bill.probe_records([probes, scorer / "scorer.json"])
+    assert sorted(found) == ["generator-omnigen2-bf16.json", "lora_step-omnigen2-bf16-precomputed-512.json",
+                             "scorer.json"]
+    with pytest.raises(SystemExit, match="two probe records named scorer.json"):
+        pod_bill.probe_records([scorer, scorer / "scorer.json"])
+    with pytest.raises(SystemExit, match=f"--probes {tmp_path / 'none'}: no such file"):
+        pod_bill.probe_records([tmp_path / "none"])
