@@ -123,14 +123,24 @@ def run(args) -> dict:
         torch.use_deterministic_algorithms(algorithms)
         ATTENTION["variant"] = variant
         del digests[:]
-        first = step(micro)
-        timed = [step(micro) for _ in range(args.steps)]
-        with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
-            step(micro)
-        rows.append({"mode": state["mode"], "deterministic_algorithms": algorithms, "attention": variant,
-                     "pinned": list(determinism.state()["pinned_autotuners"]),
-                     "cublas_workspace": os.environ.get(determinism.CUBLAS_VAR), "micro_batch": micro,
-                     "first_step_seconds": round(first, 4), "step_seconds": [round(x, 4) for x in timed],
+        row = {"mode": state["mode"], "deterministic_algorithms": algorithms, "attention": variant,
+               "pinned": list(determinism.state()["pinned_autotuners"]),
+               "cublas_workspace": os.environ.get(determinism.CUBLAS_VAR), "micro_batch": micro}
+        try:
+            first = step(micro)
+            timed = [step(micro) for _ in range(args.steps)]
+            with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+                step(micro)
+        except Exception as exc:  # a variant the machine cannot run (a kernel, a package): its row says why
+            if variant == "default":
+                raise
+            for p in trainable:
+                p.grad = None
+            rows.append({**row, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"})
+            print(f"mode {state['mode']} algorithms {algorithms} attention {variant} micro {micro}: "
+                  f"{rows[-1]['error']}", flush=True)
+            continue
+        rows.append({**row, "first_step_seconds": round(first, 4), "step_seconds": [round(x, 4) for x in timed],
                      "median_step_seconds": round(statistics.median(timed), 4),
                      "grad_sha256": sorted(set(digests)), "kernels": _kernels(prof, args.top, not cuda)})
         print(f"mode {state['mode']} algorithms {algorithms} attention {variant} micro {micro}: first {first:.2f} s, "
@@ -141,7 +151,7 @@ def run(args) -> dict:
 
 
 ATTENTION = {"variant": "default"}  # how torch.nn.functional.scaled_dot_product_attention runs while a row is timed
-VARIANTS = ("default", "fused", "math", "flash-unmasked", "flash-prefix", "torch", "none")
+VARIANTS = ("default", "fused", "math", "flash-unmasked", "flash-prefix", "torch", "none", "cudnn-frontend")
 
 
 def _digest(tensors) -> str:
@@ -172,7 +182,12 @@ def attention(torch) -> None:
                       keys (the same attention),
                       so that a padded micro-batch may take flash attention too;
       none            (the generate path only) the whole call with torch's deterministic algorithms and cuDNN's
-                      deterministic mode off: what the kernel settings cost a view, and its peak, in one process.
+                      deterministic mode off: what the kernel settings cost a view, and its peak, in one process;
+      cudnn-frontend  a call that takes a gradient runs through NVIDIA's cuDNN frontend (the nvidia-cudnn-frontend
+                      wheel's `cudnn.sdpa.fwd.torch_op.sdpa`), whose backward asks cuDNN for its deterministic
+                      algorithm while torch's deterministic algorithms are on: cuDNN's fused attention, which torch
+                      itself rules out under them; its masks as `flash-prefix` and `flash-unmasked`; a call with no
+                      gradient as `default`.
     Whether a variant writes the same bits every time is what the rows' gradient digests and two processes show."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -185,6 +200,12 @@ def attention(torch) -> None:
 
     def sdpa(*args, **kwargs):
         variant = ATTENTION["variant"]
+        if variant == "cudnn-frontend" and takes_gradient(torch, args, kwargs):
+            split = prefix_split(torch, cudnn_frontend_sdpa, args, kwargs)
+            if split is not None:
+                return split
+            args, kwargs = without_full_mask(torch, args, kwargs)
+            return cudnn_frontend_sdpa(*args, **kwargs)
         if variant == "torch":
             return getattr(original, "__wrapped__", original)(*args, **kwargs)
         if variant == "fused":
@@ -206,6 +227,26 @@ def attention(torch) -> None:
 
     sdpa._fourloops_bench = True
     F.scaled_dot_product_attention = sdpa
+
+
+def cudnn_frontend_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                        enable_gqa=False):
+    """scaled_dot_product_attention's call through the cuDNN frontend's differentiable op (BHSD; fewer key heads than
+    query heads are its grouped-query attention). A mask, dropout or a key head count that does not divide the
+    query's are not taken: the row records the error."""
+    if attn_mask is not None or dropout_p:
+        raise ValueError("cudnn-frontend: takes no mask and no dropout (a prefix mask is split first)")
+    if query.shape[1] % key.shape[1]:
+        raise ValueError(f"cudnn-frontend: {query.shape[1]} query heads over {key.shape[1]} key heads")
+    import torch
+    from cudnn.sdpa.fwd.torch_op import sdpa
+
+    device = query.device.type
+    if torch.is_autocast_enabled(device):  # as autocast casts torch's own attention's inputs (rotary ones are fp32)
+        dtype = torch.get_autocast_dtype(device)
+        query, key, value = (t.to(dtype) for t in (query, key, value))
+    out, _ = sdpa(query, key, value, scale=scale, is_causal=is_causal, return_lse=True)
+    return out
 
 
 def run_generate(args) -> dict:
@@ -282,7 +323,8 @@ def against_none(rows: list[dict]) -> list[tuple[str, float, dict]]:
         what = ("pin + cuBLAS workspace" if r["mode"] == "on" else "none") + (
             " + deterministic algorithms" if r["deterministic_algorithms"] else "") + (
             f" + attention {variant(r)}" if variant(r) != "default" else "")
-        ratio = r["median_step_seconds"] / base[r["micro_batch"]] if r["micro_batch"] in base else float("nan")
+        ratio = (r["median_step_seconds"] / base[r["micro_batch"]] if r["micro_batch"] in base and "error" not in r
+                 else float("nan"))
         out.append((what, ratio, r))
     return out
 
@@ -297,6 +339,9 @@ def table(paths: list[str]) -> str:
         out += ["| settings | micro-batch | step s (median) | against all off | distinct gradients | top kernel "
                 "(share of device time) |", "|---|---|---|---|---|---|"]
         for what, ratio, r in against_none(rows):
+            if "error" in r:
+                out.append(f"| {what} | {r['micro_batch']} | - | - | - | did not run: {r['error'][:100]} |")
+                continue
             top = r["kernels"]["top"][0] if r["kernels"]["top"] else {"kernel": "-", "share": 0}
             digests = len(r["grad_sha256"]) if "grad_sha256" in r else "-"
             out.append(f"| {what} | {r['micro_batch']} | {r['median_step_seconds']:.3f} | {ratio:.3f} | {digests} | "

@@ -28,7 +28,13 @@
 #            GPU_RUN_FLOPS=1 the transformer's forwards' FLOPs over their seconds (bench/forward_flops.py), before the
 #            jobs; GPU_RUN_LORA=0 leaves the LoRA's jobs out (the conditions' views alone, for conditions without it);
 #            GPU_RUN_SCORER=1 builds the sizing scorer and probes it at one question and 8 a call
-#            (profiles/sizing-gpu/batching-scorer.yaml) into probes/, for the pod bill's grades job
+#            (profiles/sizing-gpu/batching-scorer.yaml) into probes/, for the pod bill's grades job;
+#            GPU_RUN_ATTENTION names the LoRA step's attention variants timed with the settings on (default: torch),
+#            e.g. "torch cudnn-frontend", which needs the nvidia-cudnn-frontend wheel: GPU_RUN_EXTRA_WHEELS names a
+#            folder whose wheels are installed when the batching run starts (a later call may carry it, when the
+#            first call's 64 MB are spent):
+#              pip download --no-deps nvidia-cudnn-frontend==1.32.0 --python-version 3.12 --only-binary=:all: \
+#                --platform manylinux_2_28_x86_64 -d .gpu/wheels-extra
 #
 # Here (with network), once: the wheels the GPU machine's Python lacks (bench/gpu_wheels.sh), the pinned OmniGen2
 # package in .carry/omnigen2, then `prepare`: a git bundle of HEAD (each job's provenance names a clean commit) and
@@ -375,6 +381,11 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
   env_gpu; mkdir -p "$RUN"; : > "$RUN/timeline.txt"
   mark() { echo "$(date +%s) $*" >> "$RUN/timeline.txt"; say "$*"; }
   machine_ready || { touch "$RUN/done"; return 1; }
+  if [ -n "${GPU_RUN_EXTRA_WHEELS:-}" ]; then  # wheels beyond .wheels (bench/determinism_cost.py's cudnn-frontend)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      "$GPU_RUN_EXTRA_WHEELS"/*.whl && mark "installed from $GPU_RUN_EXTRA_WHEELS: $(cd "$GPU_RUN_EXTRA_WHEELS" && ls *.whl)" \
+      || mark "no wheels installed from GPU_RUN_EXTRA_WHEELS=$GPU_RUN_EXTRA_WHEELS"
+  fi
   mark "builds: the sizing OmniGen2 in sizing/"
   python3 -m snakemake "${PROFILE[@]}" -- results/provenance/sizing_model/omnigen2.json > "$RUN/builds.log" 2>&1 \
     || { mark "build failed"; tail -30 "$RUN/builds.log"; repro_collect; touch "$RUN/done"; return 1; }
@@ -397,6 +408,7 @@ batching() {  # what batching buys and what determinism costs the LoRA step, in 
     local lengths; read -r -a lengths <<< "${GPU_RUN_PROMPT_LENGTHS:-22 23 24 25}"
     for m in on off; do mark "determinism cost: the LoRA step, FOURLOOPS_DETERMINISM=$m"
       local variants=(); [ "$m" = off ] && variants=(--attention)
+      [ "$m" = on ] && [ -n "${GPU_RUN_ATTENTION:-}" ] && read -r -a variants <<< "--attention $GPU_RUN_ATTENTION"
       FOURLOOPS_DETERMINISM=$m timeout 300 python3 bench/determinism_cost.py --model "$model" "${variants[@]}" \
         --prompt-lengths "${lengths[@]}" --out "$RUN/determinism/$m.json" > "$RUN/determinism/$m.log" 2>&1; grep "^mode" "$RUN/determinism/$m.log"; done
     python3 bench/determinism_cost.py --table "$RUN/determinism/on.json" "$RUN/determinism/off.json" | tee "$RUN/determinism/table.md"

@@ -267,3 +267,49 @@ def test_the_cost_pass_takes_the_median_over_its_interleaved_rounds(tmp_path):
     (row,) = repro_table.costs(tmp_path)
     assert row["job"] == "provenance/generate/A" and row["rounds"] == 3 and row["modes"] == ("off", "on")
     assert (row["off"], row["on"], row["off_parts"], row["on_parts"]) == (45.0, 46.0, 7.0, 8.0)
+
+
+def test_the_cudnn_frontend_variant_takes_the_calls_with_a_gradient_and_a_machine_without_it_gets_a_row_saying_so(
+        tmp_path, monkeypatch):
+    """bench/determinism_cost.py's `cudnn-frontend`: a call that takes a gradient goes to the cuDNN frontend's op
+    (its mask of every key dropped, a prefix mask split a sample a call), a call with none keeps the jobs' kernels;
+    a variant that cannot run on the machine is a row with its error, which the table prints as such."""
+    import torch
+    import torch.nn.functional as F
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import determinism_cost
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", F.scaled_dot_product_attention)  # restored after
+    seen = []
+
+    def frontend(q, k, v, attn_mask=None, *rest, **kw):
+        seen.append((tuple(q.shape), tuple(k.shape), attn_mask))
+        return torch.zeros_like(q)
+
+    real = determinism_cost.cudnn_frontend_sdpa
+    monkeypatch.setattr(determinism_cost, "cudnn_frontend_sdpa", frontend)
+    determinism_cost.attention(torch)
+    monkeypatch.setitem(determinism_cost.ATTENTION, "variant", "cudnn-frontend")
+    q = torch.randn(2, 3, 4, 8, requires_grad=True)
+    k, v = torch.randn(2, 3, 6, 8), torch.randn(2, 3, 6, 8)
+    every = torch.ones(2, 1, 1, 6, dtype=torch.bool)
+    F.scaled_dot_product_attention(q, k, v, attn_mask=every)
+    assert seen == [((2, 3, 4, 8), (2, 3, 6, 8), None)]
+    prefix = torch.arange(6)[None, None, None, :] < torch.tensor([6, 4])[:, None, None, None]
+    F.scaled_dot_product_attention(q, k, v, prefix)
+    assert seen[1:] == [((1, 3, 4, 8), (1, 3, 6, 8), None), ((1, 3, 4, 8), (1, 3, 4, 8), None)]
+    with torch.no_grad():
+        F.scaled_dot_product_attention(q, k, v)
+    assert len(seen) == 3  # no gradient: not the frontend's
+    with pytest.raises(ValueError, match="takes no mask"):
+        real(q, k, v, every)
+
+    base = {"mode": "off", "deterministic_algorithms": False, "attention": "default", "micro_batch": 8,
+            "median_step_seconds": 1.0, "grad_sha256": ["a", "b"], "kernels": {"top": []}}
+    failed = {"mode": "on", "deterministic_algorithms": True, "attention": "cudnn-frontend", "micro_batch": 8,
+              "error": "ModuleNotFoundError: No module named 'cudnn'"}
+    (tmp_path / "r.json").write_text(json.dumps({"rows": [base, failed]}))
+    text = determinism_cost.table([str(tmp_path / "r.json")])
+    assert ("| pin + cuBLAS workspace + deterministic algorithms + attention cudnn-frontend | 8 | - | - | - | "
+            "did not run: ModuleNotFoundError: No module named 'cudnn' |") in text
