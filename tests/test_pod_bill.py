@@ -407,17 +407,6 @@ def test_a_free_pod_goes_to_the_waiting_job_whose_weights_come_first():
     assert len(pool.pods) == 1  # one pod for all of them
 
 
-def _bench_pod_bill():
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("pod_bill", REPO / "bench" / "pod_bill.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["pod_bill"] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_full_ladders_bill_before_and_after_batching_regenerates_from_its_h100_probes():
     """bench/results/pod_bill-batching-h100-2026-12-08-{before,after}.txt, run again by the command on their first
     line: each pod job's forecast seconds and source, the pod's GPU seconds, and the shipped executor's bill."""
@@ -447,7 +436,11 @@ def test_the_full_ladders_bill_before_and_after_batching_regenerates_from_its_h1
 
 
 def test_the_bills_probe_records_come_one_a_component(tmp_path):
-    pod_bill = _bench_pod_bill()
+    import sys
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import pod_bill
+
     probes = REPO / "bench" / "results" / "batching-h100-2026-12-07" / "probes"
     scorer = REPO / "bench" / "results" / "gpu-run-h100-2026-12-06-run46" / "sizing" / "results" / "probe" / "h200"
     found = pod_bill.probe_records([probes, scorer / "scorer.json"])

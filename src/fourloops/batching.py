@@ -20,6 +20,10 @@ from typing import Callable
 AUTO = "auto"
 
 
+# The most items one call of a batch knob may ask for (config/schema.yaml's bound on generator.batch, keypoints.batch
+# and grades.batch).
+MOST = 64
+
 # The most items a probe times a call at for `auto`: the ladder's default views per condition (config.yaml
 # ladder.azimuths), the most one generate job batches. Fewer where the probe job's walls fit fewer on its card.
 PROBE_AUTO_MOST = 8

@@ -80,7 +80,9 @@ def _scorer_ask(facts: dict, settings: dict, batch: int = 1):
 
 def _scorer_most(settings: dict) -> int:
     """Questions a scorer call takes: one under sample decoding (each answer is seeded by its own call)."""
-    return 1 if settings.get("decoding") == "sample" else 64
+    from fourloops.batching import MOST
+
+    return 1 if settings.get("decoding") == "sample" else MOST
 
 
 # The scorer, declared once: the probe rule, the sizing set and the levers read it (fourloops.stage.Gpu).

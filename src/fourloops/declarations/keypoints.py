@@ -5,7 +5,7 @@ from __future__ import annotations
 
 LINEAGE = False  # where and whether a job runs, never what it writes: not in any job's lineage
 
-from fourloops import model_sets
+from fourloops import batching, model_sets
 from fourloops.stage import AskContext, Build, Gpu, Knob, Stage
 
 
@@ -58,7 +58,7 @@ def _detector_ask(facts: dict, settings: dict, batch: int = 1):
 # The detector, declared once: the probe rule, the sizing set and the levers read it (fourloops.stage.Gpu).
 DETECTOR = Gpu(
     name="detector", key=_detector_key, probe="fourloops.stages.probe:_probe_detector",
-    settings=model_sets.detector, ask=_detector_ask, needs=detector_needs, batch_most=lambda s: 64,
+    settings=model_sets.detector, ask=_detector_ask, needs=detector_needs, batch_most=lambda s: batching.MOST,
     knobs=(Knob((), "resolution", ("keypoints", "resolution"), "size"), Knob((), "batch", ("keypoints", "batch"), "batch")),
     builds=(Build("detector", "rfdetr_keypoint_preview", "fp32"),), model_at="weights", precision=lambda s: "fp32",
     smoke_inputs=lambda config: model_sets.built_models(config, "detector"))

@@ -24,6 +24,7 @@ import os
 import time
 from typing import Callable
 
+from fourloops.batching import AUTO, MOST, PROBE_AUTO_MOST
 from fourloops.io import write_json
 
 GIB = 2**30
@@ -153,8 +154,6 @@ def probed_batches(batch, most: int) -> list[int]:
     gets the one its walls chose, fourloops.declarations.probe; `auto`, from a bench: batching.PROBE_AUTO_MOST),
     capped at the most a call takes. The walls' forecast reads a job's batch from these
     (fourloops.asks.Measurements.timing)."""
-    from fourloops.batching import AUTO, PROBE_AUTO_MOST
-
     want = PROBE_AUTO_MOST if batch == AUTO else int(batch)
     return sorted({1, max(1, min(want, int(most)))})
 
@@ -225,7 +224,7 @@ def _probe_detector(s: dict, memory: _Memory, references, items: int, prompt: st
     t_load, model = _timed(memory, lambda: load_detector(s["weights"], device=s["device"], resolution=res,
                                                          num_windows=int(s["num_windows"])))
     weights = memory.allocated_gib()
-    batches = sorted(set(batches) | set(probed_batches(s.get("batch", 1), 64)))
+    batches = sorted(set(batches) | set(probed_batches(s.get("batch", 1), MOST)))
     images = _images(max(1, items) * max(batches), res, seed=0)
     configs = [per_item(_run_configuration(memory, {"images_per_call": b, "batch": b, "resolution": res}, items,
                                            lambda i, b=b: (model.detect_many(images[i * b:(i + 1) * b], batch_size=b),
@@ -252,7 +251,7 @@ def _probe_scorer(s: dict, memory: _Memory, references, items: int, prompt: str)
     size = int(s.get("image_size", 512))
     # one question a call first (the walls read its peak), then the configured batch of questions a call (the
     # grades job's answer_many; greedy only: a sampled answer is seeded by its own call)
-    batches = probed_batches(s.get("batch", 1), 64) if spec.decoding == "greedy" else [1]
+    batches = probed_batches(s.get("batch", 1), MOST) if spec.decoding == "greedy" else [1]
     configs = []
     for b in batches:
         for question, n, text in (("SC", 2, sc_prompt), ("PQ", 1, pq_prompt)):
